@@ -1,0 +1,150 @@
+#pragma once
+/// @file comm/communicator.hpp
+/// The communicator concept every backend models, element-type traits, and the
+/// host-side reduction helpers backends share.
+///
+/// A communicator `C` provides, for every element type it supports:
+/// @code
+///   int rank() const; int size() const;
+///   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {});
+///   void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {});      // recv: size()*count
+///   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}); // send: size()*count
+///   void all_to_all(const T* send, T* recv, std::size_t count, stream_type s = {});      // count per peer
+///   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs,
+///                    T* recv, const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type s = {});
+///   void broadcast(T* buf, std::size_t count, int root, stream_type s = {});
+///   void send(const T* buf, std::size_t count, int peer, stream_type s = {});
+///   void recv(T* buf, std::size_t count, int peer, stream_type s = {});
+///   void barrier();
+///   C split(int color, int key) const;   // collective; ranks with equal color form one communicator, ordered by key then rank
+/// @endcode
+/// plus `using memory_space = host_memory | device_memory;` and `using stream_type = ...;`.
+/// Counts are in elements. In-place use is allowed where MPI allows it
+/// (all_reduce with send == recv; all_gather with send == recv + rank*count;
+/// reduce_scatter with recv == send + rank*count).
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "../placement.hpp"
+
+namespace shardcast {
+
+/// Memory spaces: where a backend's buffers live.
+struct host_memory {};
+struct device_memory {};
+
+/// Stream type of host backends: collectives are synchronous, so it carries nothing.
+struct host_stream {};
+
+/// Element types, for backends that need a runtime tag (MPI datatypes, NCCL types).
+enum class dtype : std::uint8_t { f32, f64, i32, i64, u32, u64, i8, u8, f16, bf16, f8e4m3, f8e5m2 };
+
+constexpr const char* to_string(dtype t) {
+  switch (t) {
+    case dtype::f32: return "float";
+    case dtype::f64: return "double";
+    case dtype::i32: return "int32";
+    case dtype::i64: return "int64";
+    case dtype::u32: return "uint32";
+    case dtype::u64: return "uint64";
+    case dtype::i8: return "int8";
+    case dtype::u8: return "uint8";
+    case dtype::f16: return "half";
+    case dtype::bf16: return "bfloat16";
+    case dtype::f8e4m3: return "fp8_e4m3";
+    case dtype::f8e5m2: return "fp8_e5m2";
+  }
+  return "?";
+}
+
+constexpr std::size_t size_of(dtype t) {
+  switch (t) {
+    case dtype::f64: case dtype::i64: case dtype::u64: return 8;
+    case dtype::f32: case dtype::i32: case dtype::u32: return 4;
+    case dtype::f16: case dtype::bf16: return 2;
+    default: return 1;
+  }
+}
+
+/// dtype_of<T>::value names T's dtype; specialised for extended types by the headers that define them.
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<float> { static constexpr dtype value = dtype::f32; };
+template <> struct dtype_of<double> { static constexpr dtype value = dtype::f64; };
+template <> struct dtype_of<std::int32_t> { static constexpr dtype value = dtype::i32; };
+template <> struct dtype_of<std::int64_t> { static constexpr dtype value = dtype::i64; };
+template <> struct dtype_of<std::uint32_t> { static constexpr dtype value = dtype::u32; };
+template <> struct dtype_of<std::uint64_t> { static constexpr dtype value = dtype::u64; };
+template <> struct dtype_of<std::int8_t> { static constexpr dtype value = dtype::i8; };
+template <> struct dtype_of<std::uint8_t> { static constexpr dtype value = dtype::u8; };
+
+template <class T>
+concept element_type = requires { dtype_of<std::remove_cv_t<T>>::value; };
+
+/// The communicator concept (see the file comment for the full list of members).
+template <class C>
+concept communicator = requires(C& c, const C& cc, float* p, const float* q, std::size_t n, const std::size_t* v) {
+  typename C::memory_space;
+  typename C::stream_type;
+  { cc.rank() } -> std::convertible_to<int>;
+  { cc.size() } -> std::convertible_to<int>;
+  c.all_reduce(q, p, n, reduce_op::sum, typename C::stream_type{});
+  c.all_gather(q, p, n, typename C::stream_type{});
+  c.reduce_scatter(q, p, n, reduce_op::sum, typename C::stream_type{});
+  c.all_to_all(q, p, n, typename C::stream_type{});
+  c.all_to_allv(q, v, v, p, v, v, typename C::stream_type{});
+  c.broadcast(p, n, 0, typename C::stream_type{});
+  c.send(q, n, 0, typename C::stream_type{});
+  c.recv(p, n, 0, typename C::stream_type{});
+  c.barrier();
+  { cc.split(0, 0) } -> std::same_as<C>;
+};
+
+namespace detail {
+
+/// Identity element of `op` for T (what padding holds so the reduction is unchanged).
+template <class T>
+constexpr T identity_of(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::avg: return T(0);
+    case reduce_op::prod: return T(1);
+    case reduce_op::max: return std::numeric_limits<T>::has_infinity ? T(-std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::lowest();
+    case reduce_op::min: return std::numeric_limits<T>::has_infinity ? T(std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::max();
+  }
+  return T(0);
+}
+
+/// acc[i] = op(acc[i], x[i]); avg accumulates as sum (divide with finish_avg).
+template <class T>
+inline void accumulate(T* __restrict acc, const T* __restrict x, std::size_t n, reduce_op op) {
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::avg:
+      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] + x[i]);
+      break;
+    case reduce_op::prod:
+      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] * x[i]);
+      break;
+    case reduce_op::max:
+      for (std::size_t i = 0; i < n; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+      break;
+    case reduce_op::min:
+      for (std::size_t i = 0; i < n; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+      break;
+  }
+}
+
+/// Divides by the group size after a sum, which is what avg means.
+template <class T>
+inline void finish_avg(T* acc, std::size_t n, int group_size) {
+  const T d = static_cast<T>(group_size);
+  for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / d);
+}
+
+}  // namespace detail
+}  // namespace shardcast

@@ -1,0 +1,464 @@
+#pragma once
+/// @file comm/host.hpp
+/// The host backend: ranks are threads of one process and collectives read peers'
+/// buffers directly (one copy, no staging buffer). It is the embedded default.
+///
+/// @code
+///   shardcast::host::run(4, [](shardcast::host::communicator& comm) {
+///     std::vector<float> x(8, float(comm.rank()));
+///     comm.all_reduce(x.data(), x.data(), x.size(), shardcast::reduce_op::sum);
+///   });
+/// @endcode
+///
+/// Failure model: when a rank's function throws, every rank waiting in (or later
+/// entering) a collective gets shardcast::comm_error instead of waiting forever, and
+/// run() rethrows the first exception once all threads have ended. A collective that
+/// waits longer than the timeout (options::timeout, or the environment variable
+/// SHARDCAST_TIMEOUT_MS; default 60 s) throws comm_error as a last resort. Ranks that
+/// call different collectives, or the same one with different sizes, all get a
+/// comm_error that names what each rank asked for.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../error.hpp"
+#include "communicator.hpp"
+
+namespace shardcast::host {
+
+/// Options of host::run.
+struct options {
+  /// How long a rank waits in a collective for its peers before throwing comm_error.
+  std::chrono::milliseconds timeout{0};  ///< 0: SHARDCAST_TIMEOUT_MS or 60 s
+};
+
+namespace detail {
+
+enum class op_kind : std::uint8_t { none, all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, barrier, split };
+
+inline const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::none: return "none";
+    case op_kind::all_reduce: return "all_reduce";
+    case op_kind::all_gather: return "all_gather";
+    case op_kind::reduce_scatter: return "reduce_scatter";
+    case op_kind::all_to_all: return "all_to_all";
+    case op_kind::all_to_allv: return "all_to_allv";
+    case op_kind::broadcast: return "broadcast";
+    case op_kind::barrier: return "barrier";
+    case op_kind::split: return "split";
+  }
+  return "?";
+}
+
+inline std::chrono::milliseconds default_timeout() {
+  if (const char* e = std::getenv("SHARDCAST_TIMEOUT_MS")) {
+    long v = std::strtol(e, nullptr, 10);
+    if (v > 0) return std::chrono::milliseconds(v);
+  }
+  return std::chrono::milliseconds(60000);
+}
+
+/// State shared by every rank of one host::run: the abort flag and the timeout.
+struct world_state {
+  std::atomic<bool> aborted{false};
+  std::mutex m;
+  std::string reason;
+  std::chrono::milliseconds timeout;
+
+  void abort(const std::string& why) {
+    {
+      std::lock_guard lk(m);
+      if (aborted.load()) return;
+      reason = why;
+    }
+    aborted.store(true);
+  }
+  std::string why() {
+    std::lock_guard lk(m);
+    return reason;
+  }
+};
+
+/// What one rank published for the collective in progress.
+struct slot {
+  op_kind kind = op_kind::none;
+  dtype type = dtype::f32;
+  reduce_op op = reduce_op::sum;
+  int root = 0;
+  std::size_t count = 0;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  const std::size_t* send_counts = nullptr;
+  const std::size_t* send_displs = nullptr;
+  const std::size_t* recv_counts = nullptr;
+  int color = 0, key = 0;
+  std::shared_ptr<struct group_state> made;  // split: the group the leader made
+};
+
+/// A point-to-point channel from one rank to another (rendezvous: the sender copies
+/// straight into the receiver's posted buffer).
+struct channel {
+  std::mutex m;
+  std::condition_variable cv;
+  void* buf = nullptr;
+  std::size_t count = 0;
+  dtype type = dtype::f32;
+  bool posted = false, done = false, mismatch = false;
+};
+
+/// State of one communicator (a group of ranks): barrier, slots, channels.
+struct group_state {
+  std::shared_ptr<world_state> world;
+  int size;
+  std::vector<slot> slots;
+  std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+
+  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)) {
+    channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
+    for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+  }
+
+  [[noreturn]] void throw_aborted(const char* where) {
+    throw comm_error(std::string("shardcast::host: ") + where + " abandoned: " + world->why());
+  }
+
+  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes.
+  template <class Lock, class Pred>
+  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
+    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
+    while (!ready()) {
+      if (world->aborted.load()) throw_aborted(where);
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        std::string msg = std::string("shardcast::host: ") + where + " timed out after " +
+                          std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
+        lk.unlock();
+        world->abort(msg);
+        throw comm_error(msg);
+      }
+      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+    }
+  }
+
+  void barrier(const char* where) {
+    if (world->aborted.load()) throw_aborted(where);
+    std::unique_lock lk(m);
+    const std::uint64_t gen = generation;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generation;
+      lk.unlock();
+      cv.notify_all();
+      return;
+    }
+    try {
+      wait(cv, lk, [&] { return generation != gen; }, where);
+    } catch (...) {
+      --arrived;
+      throw;
+    }
+  }
+};
+
+}  // namespace detail
+
+/// A host communicator: one rank's handle on a group of threads.
+class communicator {
+ public:
+  using memory_space = host_memory;
+  using stream_type = host_stream;
+
+  communicator() = default;
+  communicator(std::shared_ptr<detail::group_state> g, int rank) : g_(std::move(g)), rank_(rank) {}
+
+  int rank() const { return rank_; }
+  int size() const { return g_ ? g_->size : 0; }
+  /// False for the null communicator (what split returns for a negative color).
+  explicit operator bool() const { return static_cast<bool>(g_); }
+
+  template <element_type T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
+    publish<T>(detail::op_kind::all_reduce, count, send, recv, op);
+    enter("all_reduce");
+    const int n = size();
+    // Phase 1: this rank reduces its segment of every peer's input into its output.
+    const std::size_t seg = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
+    const std::size_t lo = std::min(count, seg * static_cast<std::size_t>(rank_)), hi = std::min(count, lo + seg);
+    reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); });
+    g_->barrier("all_reduce");
+    // Phase 2: copy the other segments out of their owners' outputs.
+    for (int q = 0; q < n; ++q) {
+      if (q == rank_) continue;
+      const std::size_t qlo = std::min(count, seg * static_cast<std::size_t>(q)), qhi = std::min(count, qlo + seg);
+      copy(recv + qlo, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].recv) + qlo, qhi - qlo);
+    }
+    g_->barrier("all_reduce");
+  }
+
+  template <element_type T>
+  void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
+    publish<T>(detail::op_kind::all_gather, count, send, recv);
+    enter("all_gather");
+    for (int q = 0; q < size(); ++q)
+      copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send), count);
+    g_->barrier("all_gather");
+  }
+
+  template <element_type T>
+  void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
+    publish<T>(detail::op_kind::reduce_scatter, count, send, recv, op);
+    enter("reduce_scatter");
+    const std::size_t off = static_cast<std::size_t>(rank_) * count;
+    reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); });
+    g_->barrier("reduce_scatter");
+  }
+
+  template <element_type T>
+  void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
+    SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
+    publish<T>(detail::op_kind::all_to_all, count, send, recv);
+    enter("all_to_all");
+    for (int q = 0; q < size(); ++q)
+      copy(recv + static_cast<std::size_t>(q) * count,
+           static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send) + static_cast<std::size_t>(rank_) * count, count);
+    g_->barrier("all_to_all");
+  }
+
+  template <element_type T>
+  void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
+                   const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
+    publish<T>(detail::op_kind::all_to_allv, 0, send, recv);
+    auto& me = g_->slots[static_cast<std::size_t>(rank_)];
+    me.send_counts = send_counts;
+    me.send_displs = send_displs;
+    me.recv_counts = recv_counts;
+    enter("all_to_allv");
+    // Every rank checks every pair, so a mismatch throws on all ranks alike.
+    for (int p = 0; p < size(); ++p)
+      for (int q = 0; q < size(); ++q) {
+        const auto& sp = g_->slots[static_cast<std::size_t>(p)];
+        const auto& sq = g_->slots[static_cast<std::size_t>(q)];
+        if (sp.send_counts[q] != sq.recv_counts[p]) {
+          g_->barrier("all_to_allv");
+          throw comm_error("shardcast::host::all_to_allv: rank " + std::to_string(p) + " sends " +
+                           std::to_string(sp.send_counts[q]) + " elements to rank " + std::to_string(q) +
+                           ", which expects " + std::to_string(sq.recv_counts[p]));
+        }
+      }
+    for (int q = 0; q < size(); ++q) {
+      const auto& sq = g_->slots[static_cast<std::size_t>(q)];
+      copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q]);
+    }
+    g_->barrier("all_to_allv");
+  }
+
+  template <element_type T>
+  void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
+    SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
+                                                      " is outside the communicator of size " + std::to_string(size()));
+    publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
+    enter("broadcast");
+    if (rank_ != root) copy(buf, static_cast<const T*>(g_->slots[static_cast<std::size_t>(root)].send), count);
+    g_->barrier("broadcast");
+  }
+
+  /// Blocking send; returns once `peer` has received the data (rendezvous).
+  template <element_type T>
+  void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
+    check_peer(peer, "send");
+    auto& ch = *g_->channels[static_cast<std::size_t>(rank_ * size() + peer)];
+    std::unique_lock lk(ch.m);
+    g_->wait(ch.cv, lk, [&] { return ch.posted && !ch.done; }, "send");
+    if (ch.count != count || ch.type != dtype_of<T>::value) {
+      ch.mismatch = true;
+      ch.done = true;
+      const std::string msg = "shardcast::host::send: rank " + std::to_string(rank_) + " sends " + std::to_string(count) + " " +
+                              to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
+                              std::to_string(ch.count) + " " + to_string(ch.type);
+      lk.unlock();
+      ch.cv.notify_all();
+      throw comm_error(msg);
+    }
+    copy(static_cast<T*>(ch.buf), buf, count);
+    ch.done = true;
+    lk.unlock();
+    ch.cv.notify_all();
+  }
+
+  template <element_type T>
+  void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
+    check_peer(peer, "recv");
+    auto& ch = *g_->channels[static_cast<std::size_t>(peer * size() + rank_)];
+    std::unique_lock lk(ch.m);
+    ch.buf = buf;
+    ch.count = count;
+    ch.type = dtype_of<T>::value;
+    ch.posted = true;
+    ch.done = false;
+    ch.mismatch = false;
+    ch.cv.notify_all();
+    try {
+      g_->wait(ch.cv, lk, [&] { return ch.done; }, "recv");
+    } catch (...) {
+      ch.posted = false;
+      throw;
+    }
+    ch.posted = false;
+    const bool bad = ch.mismatch;
+    ch.done = false;
+    if (bad)
+      throw comm_error("shardcast::host::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
+                       to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent a different count or type");
+  }
+
+  void barrier() {
+    publish<std::int32_t>(detail::op_kind::barrier, 0, nullptr, nullptr);
+    enter("barrier");
+    g_->barrier("barrier");
+  }
+
+  /// Collective: ranks passing the same color form a new communicator, ordered by
+  /// (key, rank). A negative color returns the null communicator.
+  communicator split(int color, int key) const {
+    auto* self = const_cast<communicator*>(this);
+    self->publish<std::int32_t>(detail::op_kind::split, 0, nullptr, nullptr);
+    auto& me = g_->slots[static_cast<std::size_t>(rank_)];
+    me.color = color;
+    me.key = key;
+    me.made.reset();
+    self->enter("split");
+    std::vector<std::pair<int, int>> members;  // (key, rank)
+    for (int q = 0; q < size(); ++q) {
+      const auto& s = g_->slots[static_cast<std::size_t>(q)];
+      if (color >= 0 && s.color == color) members.emplace_back(s.key, q);
+    }
+    std::sort(members.begin(), members.end());
+    int new_rank = -1;
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (members[i].second == rank_) new_rank = static_cast<int>(i);
+    const bool leader = color >= 0 && new_rank == 0;
+    if (leader) me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()));
+    g_->barrier("split");
+    communicator out;
+    if (color >= 0) out = communicator(g_->slots[static_cast<std::size_t>(members[0].second)].made, new_rank);
+    g_->barrier("split");
+    return out;
+  }
+
+ private:
+  template <class T>
+  void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
+    SHARDCAST_EXPECTS(g_, "shardcast::host: collective called on a null communicator");
+    auto& s = g_->slots[static_cast<std::size_t>(rank_)];
+    s.kind = k;
+    s.type = dtype_of<T>::value;
+    s.count = count;
+    s.op = op;
+    s.root = root;
+    s.send = send;
+    s.recv = recv;
+  }
+
+  /// Barrier after publishing, then the same consistency check on every rank.
+  void enter(const char* where) {
+    g_->barrier(where);
+    const auto& s0 = g_->slots[0];
+    for (int q = 1; q < size(); ++q) {
+      const auto& s = g_->slots[static_cast<std::size_t>(q)];
+      if (s.kind != s0.kind || s.type != s0.type || s.count != s0.count || s.op != s0.op || s.root != s0.root) {
+        std::string msg = "shardcast::host: ranks called mismatched collectives:";
+        for (int r = 0; r < size(); ++r) {
+          const auto& t = g_->slots[static_cast<std::size_t>(r)];
+          msg += " rank " + std::to_string(r) + ": " + detail::to_string(t.kind) + "(count=" + std::to_string(t.count) + ", " +
+                 to_string(t.type) + ", " + shardcast::to_string(t.op) + ", root=" + std::to_string(t.root) + ");";
+        }
+        g_->barrier(where);  // nobody leaves while others still read the slots
+        throw comm_error(msg);
+      }
+    }
+  }
+
+  void check_peer(int peer, const char* what) const {
+    SHARDCAST_EXPECTS(g_, "shardcast::host: point-to-point call on a null communicator");
+    SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
+                      std::string("shardcast::host::") + what + ": peer " + std::to_string(peer) + " is not another rank of this communicator of size " +
+                          std::to_string(size()));
+  }
+
+  template <class T>
+  static void copy(T* dst, const T* src, std::size_t n) {
+    if (n && dst != src) std::memcpy(dst, src, n * sizeof(T));
+  }
+
+  /// out[i] = op over q of in(q)[off + i], blocked so the partial result stays in cache.
+  template <class T, class In>
+  void reduce_range(T* out, std::size_t off, std::size_t n, reduce_op op, In in) {
+    constexpr std::size_t block = 8192 / sizeof(T) * 4;
+    const int p = size();
+    for (std::size_t b = 0; b < n; b += block) {
+      const std::size_t m = std::min(block, n - b);
+      // Read the first input into a scratch block before writing: `out` may alias an input.
+      alignas(64) T acc[block];
+      std::memcpy(acc, in(0) + off + b, m * sizeof(T));
+      for (int q = 1; q < p; ++q) shardcast::detail::accumulate(acc, in(q) + off + b, m, op);
+      if (op == reduce_op::avg) shardcast::detail::finish_avg(acc, m, p);
+      std::memcpy(out + b, acc, m * sizeof(T));
+    }
+  }
+
+  std::shared_ptr<detail::group_state> g_;
+  int rank_ = 0;
+};
+
+/// Runs `f(comm)` on `nranks` threads, one communicator per thread. Rethrows the first
+/// exception after every thread has ended; peers of a failed rank get comm_error.
+template <class F>
+void run(int nranks, F&& f, options opt = {}) {
+  SHARDCAST_EXPECTS(nranks >= 1, "shardcast::host::run: nranks must be at least 1, got " + std::to_string(nranks));
+  auto world = std::make_shared<detail::world_state>();
+  world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
+  auto group = std::make_shared<detail::group_state>(world, nranks);
+  std::exception_ptr first;
+  std::mutex first_m;
+  auto body = [&](int r) {
+    try {
+      communicator c(group, r);
+      f(c);
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lk(first_m);
+        if (!first) first = std::current_exception();
+      }
+      world->abort("rank " + std::to_string(r) + " failed: " + e.what());
+    } catch (...) {
+      {
+        std::lock_guard lk(first_m);
+        if (!first) first = std::current_exception();
+      }
+      world->abort("rank " + std::to_string(r) + " failed with a non-standard exception");
+    }
+  };
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks - 1));
+  for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
+  body(0);
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace shardcast::host

@@ -1,0 +1,189 @@
+#pragma once
+/// @file layout.hpp
+/// Layouts: one placement per mesh axis. `layout<P...>` is the compile-time form,
+/// `runtime_layout` the value form (also parsed from text such as "S(0),R,P(sum)").
+///
+/// Example: on a 2x2 mesh, `layout<shard<0>, partial<>>` holds rows split over axis 0
+/// and, along axis 1, two partial sums of the same row block.
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "error.hpp"
+#include "placement.hpp"
+
+namespace shardcast {
+
+/// Value form of a layout: `naxes` placements, at most SHARDCAST_MAX_AXES.
+struct runtime_layout {
+  std::array<placement_desc, SHARDCAST_MAX_AXES> p{};
+  int naxes = 0;
+
+  constexpr runtime_layout() = default;
+  constexpr runtime_layout(std::initializer_list<placement_desc> ps) {
+    for (auto d : ps) p[static_cast<std::size_t>(naxes++)] = d;
+  }
+  /// The value form of a compile-time layout type, e.g. `runtime_layout(layout<shard<0>, replicate>{})`.
+  template <class L>
+    requires requires { L::desc; }
+  constexpr explicit runtime_layout(L) : runtime_layout(L::desc) {}
+
+  constexpr int size() const { return naxes; }
+  constexpr const placement_desc& operator[](int a) const { return p[static_cast<std::size_t>(a)]; }
+  constexpr placement_desc& operator[](int a) { return p[static_cast<std::size_t>(a)]; }
+
+  /// Parses "S(0),R,P(sum)" (also "shard(0)", "replicate", "partial(max)", "P" = P(sum));
+  /// whitespace is ignored. Throws layout_error naming the offending text.
+  static runtime_layout parse(std::string_view text);
+
+  /// Throws layout_error unless this layout fits a rank-`rank` tensor on a mesh of `mesh_axes` axes.
+  void validate(int mesh_axes, int rank) const;
+
+  friend constexpr bool operator==(const runtime_layout& a, const runtime_layout& b) {
+    if (a.naxes != b.naxes) return false;
+    for (int i = 0; i < a.naxes; ++i)
+      if (!(a[i] == b[i])) return false;
+    return true;
+  }
+};
+
+inline std::string to_string(const placement_desc& d) {
+  switch (d.kind) {
+    case placement_kind::replicate: return "R";
+    case placement_kind::shard: return "S(" + std::to_string(d.dim) + ")";
+    case placement_kind::partial: return std::string("P(") + to_string(d.op) + ")";
+  }
+  return "?";
+}
+
+inline std::string to_string(const runtime_layout& l) {
+  std::string s;
+  for (int a = 0; a < l.naxes; ++a) {
+    if (a) s += ",";
+    s += to_string(l[a]);
+  }
+  return s;
+}
+
+namespace detail {
+inline bool parse_op(std::string_view w, reduce_op& op) {
+  if (w == "sum") op = reduce_op::sum;
+  else if (w == "avg") op = reduce_op::avg;
+  else if (w == "max") op = reduce_op::max;
+  else if (w == "min") op = reduce_op::min;
+  else if (w == "prod") op = reduce_op::prod;
+  else return false;
+  return true;
+}
+}  // namespace detail
+
+inline runtime_layout runtime_layout::parse(std::string_view text) {
+  std::string t;
+  for (char c : text)
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') t += c;
+  runtime_layout out;
+  if (t.empty()) throw layout_error("shardcast::runtime_layout::parse: empty layout text; write one placement per mesh axis, e.g. \"S(0),R\"");
+  std::size_t pos = 0;
+  auto fail = [&](const std::string& why) -> void {
+    throw layout_error("shardcast::runtime_layout::parse: " + why + " in \"" + std::string(text) +
+                       "\"; placements are R, S(dim) or P(sum|avg|max|min|prod), separated by commas");
+  };
+  while (true) {
+    std::size_t end = pos;
+    int depth = 0;
+    while (end < t.size() && (depth > 0 || t[end] != ',')) {
+      if (t[end] == '(') ++depth;
+      if (t[end] == ')') --depth;
+      ++end;
+    }
+    std::string_view item(t.data() + pos, end - pos);
+    if (item.empty()) fail("empty placement at position " + std::to_string(pos));
+    if (out.naxes >= SHARDCAST_MAX_AXES) fail("more than " + std::to_string(SHARDCAST_MAX_AXES) + " placements");
+    std::string_view head = item, arg;
+    bool has_arg = false;
+    if (auto lp = item.find('('); lp != std::string_view::npos) {
+      if (item.back() != ')') fail("unbalanced parenthesis in '" + std::string(item) + "'");
+      head = item.substr(0, lp);
+      arg = item.substr(lp + 1, item.size() - lp - 2);
+      has_arg = true;
+    }
+    placement_desc d;
+    if (head == "R" || head == "replicate") {
+      if (has_arg) fail("'" + std::string(item) + "': replicate takes no argument");
+      d = placement_desc::make_replicate();
+    } else if (head == "S" || head == "shard") {
+      if (!has_arg || arg.empty()) fail("'" + std::string(item) + "': shard needs a dim, e.g. S(0)");
+      int v = 0;
+      for (char c : arg) {
+        if (c < '0' || c > '9') fail("'" + std::string(item) + "': shard dim must be a non-negative integer");
+        v = v * 10 + (c - '0');
+        if (v >= SHARDCAST_MAX_RANK) fail("'" + std::string(item) + "': shard dim exceeds the largest supported tensor rank " + std::to_string(SHARDCAST_MAX_RANK));
+      }
+      d = placement_desc::make_shard(v);
+    } else if (head == "P" || head == "partial") {
+      reduce_op op = reduce_op::sum;
+      if (has_arg && !detail::parse_op(arg, op)) fail("'" + std::string(item) + "': unknown reduce op '" + std::string(arg) + "'");
+      d = placement_desc::make_partial(op);
+    } else {
+      fail("unknown placement '" + std::string(item) + "'");
+    }
+    out[out.naxes++] = d;
+    if (end >= t.size()) break;
+    pos = end + 1;
+    if (pos >= t.size()) fail("trailing comma");
+  }
+  return out;
+}
+
+inline void runtime_layout::validate(int mesh_axes, int rank) const {
+  if (naxes != mesh_axes)
+    throw layout_error("shardcast: layout \"" + to_string(*this) + "\" has " + std::to_string(naxes) +
+                       " placements but the mesh has " + std::to_string(mesh_axes) + " axes; give one placement per mesh axis");
+  for (int a = 0; a < naxes; ++a)
+    if ((*this)[a].is_shard() && (*this)[a].dim >= rank)
+      throw layout_error("shardcast: layout \"" + to_string(*this) + "\" places S(" + std::to_string((*this)[a].dim) +
+                         ") on mesh axis " + std::to_string(a) + ", but the tensor has rank " + std::to_string(rank) +
+                         "; use a shard dim below " + std::to_string(rank));
+}
+
+/// A compile-time layout: one placement type per mesh axis.
+template <class... P>
+struct layout {
+  static_assert((placement<P> && ...),
+                "shardcast::layout<P...>: every P must be a placement: replicate, shard<D> or partial<Op>.");
+  static_assert(sizeof...(P) >= 1, "shardcast::layout<>: give one placement per mesh axis (at least one).");
+  static_assert(sizeof...(P) <= SHARDCAST_MAX_AXES, "shardcast::layout<P...>: too many mesh axes; raise SHARDCAST_MAX_AXES.");
+  static constexpr int naxes = static_cast<int>(sizeof...(P));
+  static constexpr runtime_layout desc{P::desc...};
+  /// The largest tensor dim any placement shards, or -1.
+  static constexpr int max_shard_dim = [] {
+    int m = -1;
+    ((m = P::desc.is_shard() && P::desc.dim > m ? P::desc.dim : m), ...);
+    return m;
+  }();
+};
+
+namespace detail {
+template <class L>
+struct is_layout : std::false_type {};
+template <class... P>
+struct is_layout<layout<P...>> : std::true_type {};
+}  // namespace detail
+
+template <class L>
+concept layout_type = detail::is_layout<L>::value;
+
+/// Compile-time check that layout `L` fits a rank-`R` tensor on a mesh of `N` axes.
+template <class L, int N, int R>
+constexpr bool check_layout() {
+  static_assert(layout_type<L>, "shardcast: expected shardcast::layout<P...> as the layout type.");
+  static_assert(L::naxes == N,
+                "shardcast: the layout's number of placements differs from the mesh's number of axes; give exactly one placement per mesh axis.");
+  static_assert(L::max_shard_dim < R,
+                "shardcast: a shard<D> in the layout names a tensor dim D >= the tensor's rank; use shard<D> with 0 <= D < rank.");
+  return true;
+}
+
+}  // namespace shardcast

@@ -1,0 +1,152 @@
+// Host backend collectives against a single-rank reference computed from every rank's input.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <numeric>
+#include <shardcast/comm/host.hpp>
+#include <vector>
+
+namespace sc = shardcast;
+
+namespace {
+// Rank r's input element i: small integers, so every reduction is exact.
+template <class T>
+T input(int r, std::size_t i) {
+  return static_cast<T>(1 + (static_cast<int>(i) * 7 + r * 3) % 5);
+}
+
+template <class T>
+T reference_reduce(int n, std::size_t i, sc::reduce_op op) {
+  T acc = input<T>(0, i);
+  for (int r = 1; r < n; ++r) {
+    T x = input<T>(r, i);
+    switch (op) {
+      case sc::reduce_op::sum: case sc::reduce_op::avg: acc = static_cast<T>(acc + x); break;
+      case sc::reduce_op::prod: acc = static_cast<T>(acc * x); break;
+      case sc::reduce_op::max: acc = x > acc ? x : acc; break;
+      case sc::reduce_op::min: acc = x < acc ? x : acc; break;
+    }
+  }
+  if (op == sc::reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(n));
+  return acc;
+}
+constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+}  // namespace
+
+TEST_CASE_TEMPLATE("host all_reduce matches the reference for every op", T, float, double, std::int32_t, std::int64_t) {
+  for (int n : {1, 2, 3, 4, 7})
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000}})
+      for (auto op : all_ops) {
+        std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
+        sc::host::run(n, [&](sc::host::communicator& c) {
+          std::vector<T> x(count);
+          for (std::size_t i = 0; i < count; ++i) x[i] = input<T>(c.rank(), i);
+          std::vector<T> y(count);
+          if (c.rank() % 2) {
+            c.all_reduce(x.data(), x.data(), count, op);  // in place on odd ranks
+            y = x;
+          } else {
+            c.all_reduce(x.data(), y.data(), count, op);
+          }
+          out[static_cast<std::size_t>(c.rank())] = y;
+        });
+        for (int r = 0; r < n; ++r)
+          for (std::size_t i = 0; i < count; ++i) CHECK(out[static_cast<std::size_t>(r)][i] == reference_reduce<T>(n, i, op));
+      }
+}
+
+TEST_CASE_TEMPLATE("host all_gather, reduce_scatter, all_to_all, broadcast", T, float, std::int64_t) {
+  for (int n : {1, 2, 3, 5})
+    for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{64}}) {
+      sc::host::run(n, [&](sc::host::communicator& c) {
+        const int r = c.rank();
+        const auto N = static_cast<std::size_t>(n);
+        std::vector<T> x(count * N);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = input<T>(r, i);
+        // all_gather of the first `count` elements.
+        std::vector<T> g(count * N);
+        c.all_gather(x.data(), g.data(), count);
+        for (int q = 0; q < n; ++q)
+          for (std::size_t i = 0; i < count; ++i) REQUIRE(g[static_cast<std::size_t>(q) * count + i] == input<T>(q, i));
+        // reduce_scatter: chunk r of the elementwise sum.
+        std::vector<T> rs(count);
+        c.reduce_scatter(x.data(), rs.data(), count, sc::reduce_op::sum);
+        for (std::size_t i = 0; i < count; ++i) REQUIRE(rs[i] == reference_reduce<T>(n, static_cast<std::size_t>(r) * count + i, sc::reduce_op::sum));
+        // all_to_all: chunk q of rank p lands at chunk p of rank q.
+        std::vector<T> a(count * N);
+        c.all_to_all(x.data(), a.data(), count);
+        for (int q = 0; q < n; ++q)
+          for (std::size_t i = 0; i < count; ++i)
+            REQUIRE(a[static_cast<std::size_t>(q) * count + i] == input<T>(q, static_cast<std::size_t>(r) * count + i));
+        // broadcast from the last rank.
+        std::vector<T> b = x;
+        c.broadcast(b.data(), b.size(), n - 1);
+        for (std::size_t i = 0; i < b.size(); ++i) REQUIRE(b[i] == input<T>(n - 1, i));
+      });
+    }
+}
+
+TEST_CASE("host all_to_allv with uneven counts, send/recv ring, split") {
+  sc::host::run(4, [](sc::host::communicator& c) {
+    const int n = c.size(), r = c.rank();
+    // rank p sends p+q+1 elements valued 100p+q to rank q.
+    std::vector<std::size_t> sc_(4), sd(4), rc(4), rd(4);
+    std::size_t st = 0, rt = 0;
+    for (int q = 0; q < n; ++q) {
+      sc_[q] = static_cast<std::size_t>(r + q + 1); sd[q] = st; st += sc_[q];
+      rc[q] = static_cast<std::size_t>(q + r + 1); rd[q] = rt; rt += rc[q];
+    }
+    std::vector<int> s(st), d(rt, -1);
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < sc_[q]; ++i) s[sd[q] + i] = 100 * r + q;
+    c.all_to_allv(s.data(), sc_.data(), sd.data(), d.data(), rc.data(), rd.data());
+    for (int q = 0; q < n; ++q)
+      for (std::size_t i = 0; i < rc[q]; ++i) REQUIRE(d[rd[q] + i] == 100 * q + r);
+    // ring: even ranks send first, odd ranks receive first.
+    int token = r * 10, got = -1;
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    if (r % 2 == 0) { c.send(&token, 1, next); c.recv(&got, 1, prev); }
+    else { c.recv(&got, 1, prev); c.send(&token, 1, next); }
+    CHECK(got == prev * 10);
+    // split into rows of a 2x2 grid, ordered by descending key.
+    auto row = c.split(r / 2, -r);
+    REQUIRE(row.size() == 2);
+    CHECK(row.rank() == 1 - r % 2);
+    int v = r, sum = 0;
+    row.all_reduce(&v, &sum, 1, sc::reduce_op::sum);
+    CHECK(sum == (r / 2) * 4 + 1);
+    auto none = c.split(r == 0 ? -1 : 0, 0);
+    CHECK(static_cast<bool>(none) == (r != 0));
+    c.barrier();
+  });
+}
+
+TEST_CASE("a throwing rank releases its peers with comm_error and run rethrows the original") {
+  std::atomic<int> comm_errors{0};
+  struct boom : std::runtime_error { using std::runtime_error::runtime_error; };
+  CHECK_THROWS_AS(sc::host::run(4, [&](sc::host::communicator& c) {
+    if (c.rank() == 2) throw boom("rank 2 exploded");
+    try {
+      int x = 1, y = 0;
+      c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+    } catch (const sc::comm_error&) {
+      ++comm_errors;
+      throw;
+    }
+  }), boom);
+  CHECK(comm_errors == 3);
+}
+
+TEST_CASE("mismatched counts are reported on every rank") {
+  std::atomic<int> seen{0};
+  CHECK_THROWS_AS(sc::host::run(3, [&](sc::host::communicator& c) {
+    std::vector<float> x(8), y(8);
+    try {
+      c.all_reduce(x.data(), y.data(), c.rank() == 1 ? 4 : 8, sc::reduce_op::sum);
+    } catch (const sc::comm_error& e) {
+      if (std::string(e.what()).find("count=4") != std::string::npos) ++seen;
+      throw;
+    }
+  }), sc::comm_error);
+  CHECK(seen == 3);
+}
