@@ -1,0 +1,360 @@
+#pragma once
+/// @file comm/nccl.hpp
+/// The NCCL backend: device memory, CUDA streams, one rank per GPU.
+///
+/// Communicators made here are non-blocking (`ncclConfig_t::blocking = 0`): every call is
+/// followed by polling `ncclCommGetAsyncError` while it reports `ncclInProgress`, up to a
+/// timeout (options::timeout, else SHARDCAST_TIMEOUT_MS, else 60 s). On timeout or on an
+/// NCCL error the communicator is aborted (`ncclCommAbort`) and `shardcast::comm_error`
+/// names the NCCL error and `ncclGetLastError`, so a dead peer becomes an exception.
+/// @code
+///   // Wrap the ncclComm_t and stream an application already has (not owned, not destroyed):
+///   sc::nccl::communicator comm(existing_comm);
+///   comm.all_reduce(d_buf, d_buf, n, sc::reduce_op::sum, stream);
+/// @endcode
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../cuda/check.hpp"
+#include "../cuda/dtypes.hpp"
+#include "../error.hpp"
+#include "communicator.hpp"
+
+namespace shardcast::nccl {
+
+/// Options of an NCCL communicator.
+struct options {
+  std::chrono::milliseconds timeout{0};  ///< 0: SHARDCAST_TIMEOUT_MS or 60 s
+};
+
+namespace detail {
+
+inline std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds t) {
+  if (t.count() > 0) return t;
+  if (const char* e = std::getenv("SHARDCAST_TIMEOUT_MS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0) return std::chrono::milliseconds(v);
+  }
+  return std::chrono::milliseconds(60000);
+}
+
+/// NCCL's type tag for a shardcast dtype.
+inline ncclDataType_t to_nccl(dtype t) {
+  switch (t) {
+    case dtype::f32: return ncclFloat32;
+    case dtype::f64: return ncclFloat64;
+    case dtype::i32: return ncclInt32;
+    case dtype::i64: return ncclInt64;
+    case dtype::u32: return ncclUint32;
+    case dtype::u64: return ncclUint64;
+    case dtype::i8: return ncclInt8;
+    case dtype::u8: return ncclUint8;
+    case dtype::f16: return ncclFloat16;
+    case dtype::bf16: return ncclBfloat16;
+    case dtype::f8e4m3: return ncclFloat8e4m3;
+    case dtype::f8e5m2: return ncclFloat8e5m2;
+  }
+  return ncclFloat32;
+}
+
+inline ncclRedOp_t to_nccl(reduce_op op) {
+  switch (op) {
+    case reduce_op::sum: return ncclSum;
+    case reduce_op::avg: return ncclAvg;  // native: sum / size in one pass
+    case reduce_op::max: return ncclMax;
+    case reduce_op::min: return ncclMin;
+    case reduce_op::prod: return ncclProd;
+  }
+  return ncclSum;
+}
+
+template <class T>
+ncclDataType_t type_of() {
+  return to_nccl(dtype_of<std::remove_cv_t<T>>::value);
+}
+
+/// Set by run_local when one rank throws, so the others stop waiting on it.
+struct world_flag {
+  std::atomic<bool> failed{false};
+};
+
+/// What a communicator handle shares with its moved-from copies: the comm and its state.
+struct state {
+  ncclComm_t comm = nullptr;
+  bool owned = false;
+  bool aborted = false;
+  int rank = 0, size = 0;
+  std::chrono::milliseconds timeout{};
+  std::shared_ptr<world_flag> world;
+  // Lazily made for barrier(): a stream and one device int.
+  cudaStream_t barrier_stream = nullptr;
+  int* barrier_buf = nullptr;
+
+  ~state() {
+    if (barrier_buf) (void)cudaFree(barrier_buf);
+    if (barrier_stream) (void)cudaStreamDestroy(barrier_stream);
+    if (!comm || !owned) return;
+    if (aborted) return;  // ncclCommAbort already freed it
+    // Flush, then free; a finalize that fails or does not finish in time is an abort.
+    ncclResult_t r = ncclCommFinalize(comm);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (r == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
+    }
+    if (r == ncclSuccess) (void)ncclCommDestroy(comm);
+    else (void)ncclCommAbort(comm);
+  }
+
+  [[noreturn]] void fail(const char* what, ncclResult_t r) {
+    std::string msg = std::string("shardcast::nccl: ") + what + " failed: " + ncclGetErrorString(r);
+    const char* last = comm ? ncclGetLastError(comm) : nullptr;
+    if (last && *last) msg += std::string(" (") + last + ")";
+    abort_comm();
+    throw comm_error(msg);
+  }
+
+  void abort_comm() {
+    if (comm && !aborted) {
+      (void)ncclCommAbort(comm);
+      aborted = true;
+    }
+    if (world) world->failed.store(true);
+  }
+
+  /// Waits until the call just made (returning r) is no longer in progress.
+  void check(const char* what, ncclResult_t r) {
+    if (aborted) throw comm_error(std::string("shardcast::nccl: ") + what + " on an aborted communicator");
+    if (r != ncclSuccess && r != ncclInProgress) fail(what, r);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      ncclResult_t a = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comm, &a);
+      if (q != ncclSuccess) fail(what, q);
+      if (a == ncclSuccess) return;
+      if (a != ncclInProgress) fail(what, a);
+      if (world && world->failed.load()) {
+        abort_comm();
+        throw comm_error(std::string("shardcast::nccl: ") + what + " abandoned: a peer rank failed");
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        abort_comm();
+        throw comm_error(std::string("shardcast::nccl: ") + what + " timed out after " +
+                         std::to_string(timeout.count()) + " ms (a peer never arrived); communicator aborted");
+      }
+      std::this_thread::yield();
+    }
+  }
+};
+
+inline ncclConfig_t nonblocking_config() {
+  ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+  c.blocking = 0;
+  return c;
+}
+
+}  // namespace detail
+
+template <class F>
+void run_local(int ndev, F&& f, options o = {});
+
+/// An NCCL communicator: owns a non-blocking ncclComm_t it created, or wraps one it was given.
+/// Models shardcast::communicator on device memory; `stream_type` is cudaStream_t. Buffers
+/// are device pointers on this rank's GPU; collectives are stream-ordered on the given stream.
+class communicator {
+ public:
+  using memory_space = device_memory;
+  using stream_type = cudaStream_t;
+
+  /// Joins the `nranks`-rank communicator identified by `id` as `rank` (collective over all ranks;
+  /// the current CUDA device is this rank's GPU). Owned: finalized and destroyed with the last handle.
+  /// @throws comm_error if initialisation fails or times out.
+  communicator(const ncclUniqueId& id, int nranks, int rank, options o = {}) : s_(std::make_shared<detail::state>()) {
+    s_->owned = true;
+    s_->timeout = detail::timeout_or_default(o.timeout);
+    ncclConfig_t cfg = detail::nonblocking_config();
+    const ncclResult_t r = ncclCommInitRankConfig(&s_->comm, nranks, id, rank, &cfg);
+    s_->check("ncclCommInitRankConfig", r);
+    fill_rank_size();
+  }
+
+  /// Wraps an existing communicator without owning it: it is never finalized or destroyed
+  /// here (it is aborted on a timeout, since it could not be used afterwards anyway).
+  explicit communicator(ncclComm_t existing, options o = {}) : s_(std::make_shared<detail::state>()) {
+    s_->comm = existing;
+    s_->timeout = detail::timeout_or_default(o.timeout);
+    fill_rank_size();
+  }
+
+  /// The underlying ncclComm_t, for calls shardcast does not wrap.
+  ncclComm_t native() const { return s_->comm; }
+  int rank() const { return s_->rank; }
+  int size() const { return s_->size; }
+
+  template <class T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
+    s_->check("ncclAllReduce", ncclAllReduce(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s));
+  }
+  template <class T>
+  void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    s_->check("ncclAllGather", ncclAllGather(send, recv, count, detail::type_of<T>(), s_->comm, s));
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
+    s_->check("ncclReduceScatter",
+              ncclReduceScatter(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s));
+  }
+  /// `count` elements to and from every peer, rank-major: grouped ncclSend/ncclRecv.
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    const ncclDataType_t t = detail::type_of<T>();
+    s_->check("ncclGroupStart", ncclGroupStart());
+    for (int p = 0; p < size(); ++p) {
+      const std::size_t o = std::size_t(p) * count;
+      grouped("ncclSend", ncclSend(send + o, count, t, p, s_->comm, s));
+      grouped("ncclRecv", ncclRecv(recv + o, count, t, p, s_->comm, s));
+    }
+    s_->check("all_to_all (ncclGroupEnd)", ncclGroupEnd());
+  }
+  template <class T>
+  void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
+                   const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type s = {}) {
+    const ncclDataType_t t = detail::type_of<T>();
+    s_->check("ncclGroupStart", ncclGroupStart());
+    for (int p = 0; p < size(); ++p) {
+      if (send_counts[p]) grouped("ncclSend", ncclSend(send + send_displs[p], send_counts[p], t, p, s_->comm, s));
+      if (recv_counts[p]) grouped("ncclRecv", ncclRecv(recv + recv_displs[p], recv_counts[p], t, p, s_->comm, s));
+    }
+    s_->check("all_to_allv (ncclGroupEnd)", ncclGroupEnd());
+  }
+  template <class T>
+  void broadcast(T* buf, std::size_t count, int root, stream_type s = {}) {
+    s_->check("ncclBroadcast", ncclBroadcast(buf, buf, count, detail::type_of<T>(), root, s_->comm, s));
+  }
+  template <class T>
+  void send(const T* buf, std::size_t count, int peer, stream_type s = {}) {
+    s_->check("ncclSend", ncclSend(buf, count, detail::type_of<T>(), peer, s_->comm, s));
+  }
+  template <class T>
+  void recv(T* buf, std::size_t count, int peer, stream_type s = {}) {
+    s_->check("ncclRecv", ncclRecv(buf, count, detail::type_of<T>(), peer, s_->comm, s));
+  }
+
+  /// Host-blocking barrier: a one-int all-reduce on an internal stream, waited for with the
+  /// timeout (so a dead peer is an exception here rather than a hang).
+  /// @throws comm_error on timeout or NCCL error; cuda_error if the stream fails.
+  void barrier() {
+    if (!s_->barrier_stream) {
+      SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s_->barrier_stream, cudaStreamNonBlocking));
+      SHARDCAST_CUDA_TRY(cudaMalloc(&s_->barrier_buf, sizeof(int)));
+    }
+    all_reduce(s_->barrier_buf, s_->barrier_buf, 1, reduce_op::sum, s_->barrier_stream);
+    const auto deadline = std::chrono::steady_clock::now() + s_->timeout;
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(s_->barrier_stream);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) SHARDCAST_CUDA_TRY(e);
+      s_->check("barrier", ncclSuccess);  // surfaces asynchronous NCCL errors and peer failure
+      if (std::chrono::steady_clock::now() >= deadline) {
+        s_->abort_comm();
+        throw comm_error("shardcast::nccl: barrier timed out after " + std::to_string(s_->timeout.count()) +
+                         " ms (a peer never arrived); communicator aborted");
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  /// Collective: ranks with equal `color` form a new owned communicator, ordered by `key` then rank
+  /// (ncclCommSplit; non-blocking like this one).
+  /// @throws comm_error if the split fails or times out.
+  communicator split(int color, int key) const {
+    communicator c;
+    c.s_->owned = true;
+    c.s_->timeout = s_->timeout;
+    c.s_->world = s_->world;
+    ncclConfig_t cfg = detail::nonblocking_config();
+    const ncclResult_t r = ncclCommSplit(s_->comm, color, key, &c.s_->comm, &cfg);
+    s_->check("ncclCommSplit", r);
+    if (c.s_->comm) c.s_->check("ncclCommSplit (new communicator)", ncclSuccess);
+    c.fill_rank_size();
+    return c;
+  }
+
+ private:
+  template <class F>
+  friend void run_local(int ndev, F&& f, options o);
+
+  communicator() : s_(std::make_shared<detail::state>()) {}
+
+  void grouped(const char* what, ncclResult_t r) {
+    if (r != ncclSuccess && r != ncclInProgress) {
+      (void)ncclGroupEnd();
+      s_->fail(what, r);
+    }
+  }
+
+  void fill_rank_size() {
+    if (!s_->comm) return;
+    s_->check("ncclCommUserRank", ncclCommUserRank(s_->comm, &s_->rank));
+    s_->check("ncclCommCount", ncclCommCount(s_->comm, &s_->size));
+  }
+
+  std::shared_ptr<detail::state> s_;
+};
+
+static_assert(shardcast::communicator<communicator>, "shardcast::nccl::communicator must model shardcast::communicator");
+
+/// Runs `f(comm)` on `ndev` threads, thread i on GPU i with rank i of one communicator
+/// (ncclCommInitAll). If one rank throws, the others' NCCL waits give up with comm_error;
+/// after every thread ends, the first exception is rethrown.
+/// @throws layout_error if ndev exceeds the visible devices; comm_error if NCCL fails.
+template <class F>
+void run_local(int ndev, F&& f, options o) {
+  int visible = 0;
+  SHARDCAST_CUDA_TRY(cudaGetDeviceCount(&visible));
+  SHARDCAST_EXPECTS(ndev >= 1 && ndev <= visible, "shardcast::nccl::run_local: asked for " + std::to_string(ndev) +
+                                                      " GPUs but " + std::to_string(visible) +
+                                                      " are visible; NCCL needs one GPU per rank (use shardcast::p2p::run "
+                                                      "for several ranks on one GPU)");
+  std::vector<ncclComm_t> comms(static_cast<std::size_t>(ndev));
+  const ncclResult_t r = ncclCommInitAll(comms.data(), ndev, nullptr);
+  if (r != ncclSuccess) throw comm_error(std::string("shardcast::nccl::run_local: ncclCommInitAll failed: ") + ncclGetErrorString(r));
+  auto world = std::make_shared<detail::world_flag>();
+  std::mutex m;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < ndev; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        communicator c;
+        c.s_->comm = comms[std::size_t(i)];
+        c.s_->owned = true;
+        c.s_->timeout = detail::timeout_or_default(o.timeout);
+        c.s_->world = world;
+        SHARDCAST_CUDA_TRY(cudaSetDevice(i));
+        c.fill_rank_size();
+        f(c);
+      } catch (...) {
+        world->failed.store(true);
+        std::lock_guard lk(m);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace shardcast::nccl
