@@ -1,0 +1,382 @@
+#pragma once
+/// @file comm/p2p.hpp
+/// The peer-memory backend: ranks are threads of this process whose buffers live on one or
+/// more GPUs (several ranks may share one). Collectives read peers' buffers directly: the
+/// reductions are one fused kernel per rank (cuda/reduce_scatter.cuh) and the data moves are
+/// cudaMemcpyPeerAsync. Ordering is stream-ordered with events: each rank records an event on
+/// its stream after publishing its pointers and every peer waits on it with
+/// cudaStreamWaitEvent before reading; a second event says "done reading", so no rank reuses a
+/// buffer a peer is still reading. Host-side rendezvous has the host backend's failure semantics:
+/// a rank that throws aborts the world, and a wait longer than the timeout is a comm_error.
+/// This header launches kernels: include it from CUDA sources (nvcc).
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../cuda/check.hpp"
+#include "../cuda/dtypes.hpp"
+#include "../cuda/reduce_scatter.cuh"
+#include "../error.hpp"
+#include "communicator.hpp"
+
+namespace shardcast::p2p {
+
+/// Options of p2p::run.
+struct options {
+  std::chrono::milliseconds timeout{0};  ///< 0: SHARDCAST_TIMEOUT_MS or 60 s
+};
+
+namespace detail {
+
+inline std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds t) {
+  if (t.count() > 0) return t;
+  if (const char* e = std::getenv("SHARDCAST_TIMEOUT_MS")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v > 0) return std::chrono::milliseconds(v);
+  }
+  return std::chrono::milliseconds(60000);
+}
+
+struct world_state {
+  std::atomic<bool> aborted{false};
+  std::mutex m;
+  std::string reason;
+  std::chrono::milliseconds timeout{};
+  void abort(const std::string& why) {
+    std::lock_guard lk(m);
+    if (aborted.load()) return;
+    reason = why;
+    aborted.store(true);
+  }
+  std::string why() {
+    std::lock_guard lk(m);
+    return reason;
+  }
+};
+
+struct slot {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  const std::size_t* send_counts = nullptr;
+  const std::size_t* send_displs = nullptr;
+  int root = 0, color = 0, key = 0, device = 0;
+  cudaEvent_t ready = nullptr;  // recorded after the rank's inputs are ready
+  cudaEvent_t done = nullptr;   // recorded after the rank finished reading peers
+  std::shared_ptr<struct group_state> made;
+  std::vector<int> members;  // split: world-group ranks of the new group
+};
+
+struct group_state {
+  std::shared_ptr<world_state> world;
+  int size;
+  std::vector<slot> slots;
+  std::mutex m;
+  std::condition_variable cv;
+  int arrived = 0;
+  std::uint64_t generation = 0;
+  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)) {}
+
+  [[noreturn]] void throw_aborted(const char* where) {
+    throw comm_error(std::string("shardcast::p2p: ") + where + " abandoned: " + world->why());
+  }
+  void barrier(const char* where) {
+    if (world->aborted.load()) throw_aborted(where);
+    std::unique_lock lk(m);
+    const std::uint64_t gen = generation;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generation;
+      lk.unlock();
+      cv.notify_all();
+      return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
+    while (generation == gen) {
+      if (world->aborted.load()) {
+        --arrived;
+        throw_aborted(where);
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        --arrived;
+        const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " +
+                                std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
+        lk.unlock();
+        world->abort(msg);
+        throw comm_error(msg);
+      }
+      cv.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+    }
+  }
+};
+
+}  // namespace detail
+
+/// One rank's handle on a group of peer-memory ranks. Buffers are device pointers on this
+/// rank's GPU (`device()`); collectives are stream-ordered on the given stream and return
+/// without waiting for the GPU.
+class communicator {
+ public:
+  using memory_space = device_memory;
+  using stream_type = cudaStream_t;
+
+  int rank() const { return rank_; }
+  int size() const { return g_->size; }
+  /// The CUDA device this rank's buffers live on.
+  int device() const { return device_; }
+
+  template <class T>
+  void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
+    // Phase 1: reduce my balanced chunk from every peer's send into my recv.
+    // Phase 2: copy every other chunk from its owner's recv. In place is safe: in phase 1
+    // peers read only their own chunk of my buffer, which I do not write.
+    const int p = size();
+    const std::size_t base = count / std::size_t(p), rem = count % std::size_t(p);
+    auto off = [&](int q) { return std::size_t(q) * base + std::min<std::size_t>(std::size_t(q), rem); };
+    auto len = [&](int q) { return base + (std::size_t(q) < rem ? 1 : 0); };
+    publish(send, recv, count, s, "all_reduce");
+    std::vector<const T*> srcs(static_cast<std::size_t>(p));
+    for (int q = 0; q < p; ++q) srcs[std::size_t(q)] = static_cast<const T*>(peer(q).send) + off(rank_);
+    if (len(rank_)) cuda::reduce_sources(srcs.data(), srcs.size(), recv + off(rank_), len(rank_), op, s);
+    finish(s, "all_reduce");
+    publish(send, recv, count, s, "all_reduce (gather)");
+    for (int q = 0; q < p; ++q)
+      if (q != rank_ && len(q))
+        copy_from(q, recv + off(q), static_cast<const T*>(peer(q).recv) + off(q), len(q) * sizeof(T), s);
+    finish(s, "all_reduce (gather)");
+  }
+  template <class T>
+  void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    publish(send, recv, count, s, "all_gather");
+    for (int q = 0; q < size(); ++q) {
+      T* dst = recv + std::size_t(q) * count;
+      const T* src = static_cast<const T*>(peer(q).send);
+      if (dst != src && count) copy_from(q, dst, src, count * sizeof(T), s);
+    }
+    finish(s, "all_gather");
+  }
+  template <class T>
+  void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
+    reduce_scatter(send, recv, count, op, s, cuda::identity{});
+  }
+  /// reduce_scatter with an epilogue fused into the single store (scale, bias, activation;
+  /// see cuda/epilogue.cuh): recv[i] = epi(op_q send_q[rank*count + i], i).
+  template <class T, class Epi>
+  void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s, Epi epi) {
+    publish(send, recv, count, s, "reduce_scatter");
+    std::vector<const T*> srcs(static_cast<std::size_t>(size()));
+    for (int q = 0; q < size(); ++q)
+      srcs[std::size_t(q)] = static_cast<const T*>(peer(q).send) + std::size_t(rank_) * count;
+    if (count) cuda::reduce_sources(srcs.data(), srcs.size(), recv, count, op, s, epi);
+    finish(s, "reduce_scatter");
+  }
+  template <class T>
+  void all_to_all(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    publish(send, recv, count, s, "all_to_all");
+    for (int q = 0; q < size(); ++q)
+      if (count)
+        copy_from(q, recv + std::size_t(q) * count, static_cast<const T*>(peer(q).send) + std::size_t(rank_) * count,
+                  count * sizeof(T), s);
+    finish(s, "all_to_all");
+  }
+  template <class T>
+  void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
+                   const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type s = {}) {
+    auto& me = g_->slots[std::size_t(rank_)];
+    me.send_counts = send_counts;
+    me.send_displs = send_displs;
+    publish(send, recv, 0, s, "all_to_allv");
+    for (int q = 0; q < size(); ++q) {
+      const auto& o = peer(q);
+      if (o.send_counts[rank_] != recv_counts[q]) {
+        const std::string msg = "shardcast::p2p: all_to_allv: rank " + std::to_string(q) + " sends " +
+                                std::to_string(o.send_counts[rank_]) + " elements to rank " + std::to_string(rank_) +
+                                ", which expects " + std::to_string(recv_counts[q]);
+        g_->world->abort(msg);
+        throw comm_error(msg);
+      }
+      if (recv_counts[q])
+        copy_from(q, recv + recv_displs[q], static_cast<const T*>(o.send) + o.send_displs[rank_], recv_counts[q] * sizeof(T), s);
+    }
+    finish(s, "all_to_allv");
+  }
+  template <class T>
+  void broadcast(T* buf, std::size_t count, int root, stream_type s = {}) {
+    check_peer(root, "broadcast");
+    publish(buf, buf, count, s, "broadcast");
+    if (rank_ != root && count) copy_from(root, buf, static_cast<const T*>(peer(root).send), count * sizeof(T), s);
+    finish(s, "broadcast");
+  }
+  /// Point-to-point is a two-rank rendezvous on this group: both sides must call the matching
+  /// send/recv; every other rank is not involved. Implemented over the group barrier, so
+  /// every rank of the group must take part in the same sequence of send/recv pairs.
+  template <class T>
+  void send(const T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
+    check_peer(peer_rank, "send");
+    pair_exchange(buf, nullptr, count, peer_rank, s, "send");
+  }
+  template <class T>
+  void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
+    check_peer(peer_rank, "recv");
+    pair_exchange(static_cast<const T*>(nullptr), buf, count, peer_rank, s, "recv");
+  }
+  /// Host barrier of the group (it does not wait for the GPU).
+  void barrier() { g_->barrier("barrier"); }
+
+  /// Collective: ranks with equal color form a new group, ordered by key then rank.
+  communicator split(int color, int key) const {
+    auto& me = g_->slots[std::size_t(rank_)];
+    me.color = color;
+    me.key = key;
+    g_->barrier("split");
+    std::vector<int> members;
+    for (int q = 0; q < size(); ++q)
+      if (g_->slots[std::size_t(q)].color == color) members.push_back(q);
+    std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+      return g_->slots[std::size_t(a)].key < g_->slots[std::size_t(b)].key;
+    });
+    if (members.front() == rank_) me.made = std::make_shared<detail::group_state>(g_->world, int(members.size()));
+    g_->barrier("split");
+    auto made = g_->slots[std::size_t(members.front())].made;
+    const int new_rank = int(std::find(members.begin(), members.end(), rank_) - members.begin());
+    g_->barrier("split");
+    if (members.front() == rank_) me.made.reset();
+    return communicator(made, new_rank, device_);
+  }
+
+  communicator(std::shared_ptr<detail::group_state> g, int rank, int device) : g_(std::move(g)), rank_(rank), device_(device) {
+    SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  communicator(communicator&& o) noexcept
+      : g_(std::move(o.g_)), rank_(o.rank_), device_(o.device_), ready_(std::exchange(o.ready_, nullptr)),
+        done_(std::exchange(o.done_, nullptr)) {}
+  communicator& operator=(communicator&&) = delete;
+  communicator(const communicator&) = delete;
+  ~communicator() {
+    if (ready_) (void)cudaEventDestroy(ready_);
+    if (done_) (void)cudaEventDestroy(done_);
+  }
+
+ private:
+  const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
+
+  void check_peer(int q, const char* what) const {
+    SHARDCAST_EXPECTS(q >= 0 && q < size(), std::string("shardcast::p2p: ") + what + ": rank " + std::to_string(q) +
+                                                 " is outside the group of " + std::to_string(size()));
+  }
+
+  // Publish my pointers and an event after my stream's prior work; wait for every peer's.
+  void publish(const void* send, void* recv, std::size_t count, cudaStream_t s, const char* where) {
+    auto& me = g_->slots[std::size_t(rank_)];
+    me.send = send;
+    me.recv = recv;
+    me.count = count;
+    me.device = device_;
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ready_, s));
+    me.ready = ready_;
+    me.done = done_;
+    g_->barrier(where);
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).ready, 0));
+  }
+  // Say I am done reading; nobody leaves before every peer's reads are ordered before its
+  // later writes (each rank's stream waits for every peer's done event).
+  void finish(cudaStream_t s, const char* where) {
+    SHARDCAST_CUDA_TRY(cudaEventRecord(done_, s));
+    g_->barrier(where);
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).done, 0));
+    g_->barrier(where);  // the slots may be reused once every rank has taken its waits
+  }
+  void copy_from(int q, void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+    SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(dst, device_, src, peer(q).device, bytes, s));
+  }
+  template <class T>
+  void pair_exchange(const T* sbuf, T* rbuf, std::size_t count, int other, cudaStream_t s, const char* where) {
+    auto& me = g_->slots[std::size_t(rank_)];
+    me.root = other;  // whom I talk to
+    publish(sbuf, rbuf, count, s, where);
+    const auto& o = peer(other);
+    if (rbuf) {
+      if (o.root != rank_ || o.recv != nullptr || o.count != count) {
+        const std::string msg = std::string("shardcast::p2p: recv from rank ") + std::to_string(other) +
+                                " has no matching send of " + std::to_string(count) + " elements";
+        g_->world->abort(msg);
+        throw comm_error(msg);
+      }
+      if (count) copy_from(other, rbuf, o.send, count * sizeof(T), s);
+    }
+    finish(s, where);
+  }
+
+  std::shared_ptr<detail::group_state> g_;
+  int rank_ = 0;
+  int device_ = 0;
+  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+};
+
+/// Runs `f(comm)` on `nranks` threads; rank r's current device is `devices[r % devices.size()]`
+/// (several ranks may share a GPU). Peer access is enabled between every pair of distinct
+/// devices that supports it. If one rank throws, peers blocked in a collective get comm_error;
+/// after all threads end the first exception is rethrown.
+/// @throws layout_error if nranks < 1 or devices is empty.
+template <class F>
+void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
+  SHARDCAST_EXPECTS(nranks >= 1 && !devices.empty(),
+                    "shardcast::p2p::run: needs nranks >= 1 and at least one device (e.g. {0} to put every rank on GPU 0)");
+  for (int a : devices)
+    for (int b : devices) {
+      if (a == b) continue;
+      int can = 0;
+      SHARDCAST_CUDA_TRY(cudaDeviceCanAccessPeer(&can, a, b));
+      if (!can) continue;
+      SHARDCAST_CUDA_TRY(cudaSetDevice(a));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+      else SHARDCAST_CUDA_TRY(e);
+    }
+  auto world = std::make_shared<detail::world_state>();
+  world->timeout = detail::timeout_or_default(o.timeout);
+  auto group = std::make_shared<detail::group_state>(world, nranks);
+  std::mutex m;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        const int dev = devices[std::size_t(r) % devices.size()];
+        SHARDCAST_CUDA_TRY(cudaSetDevice(dev));
+        communicator c(group, r, dev);
+        f(c);
+      } catch (const std::exception& e) {
+        world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
+        std::lock_guard lk(m);
+        if (!first) first = std::current_exception();
+      } catch (...) {
+        world->abort("rank " + std::to_string(r) + " failed");
+        std::lock_guard lk(m);
+        if (!first) first = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace shardcast::p2p

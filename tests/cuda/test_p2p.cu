@@ -1,0 +1,130 @@
+// Peer-memory backend: 2-4 ranks sharing GPU 0, compared with host references.
+#include <doctest/doctest.h>
+
+#include <shardcast/comm/p2p.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "gpu_skip.hpp"
+
+namespace sc = shardcast;
+using shardcast_test::no_device;
+
+static_assert(sc::communicator<sc::p2p::communicator>);
+
+namespace {
+
+template <class T>
+struct dvec {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit dvec(std::size_t n_) : n(n_) { SHARDCAST_CUDA_TRY(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
+  ~dvec() { (void)cudaFree(p); }
+  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+float value(int r, std::size_t i) { return float(int((i * 5 + std::size_t(r) * 3) % 7) - 3); }
+
+}  // namespace
+
+TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * doctest::skip(no_device())) {
+  for (int p : {2, 3, 4}) {
+    CAPTURE(p);
+    const std::size_t n = 1001;
+    sc::p2p::run(p, {0}, [&](sc::p2p::communicator& c) {
+      const int r = c.rank();
+      cudaStream_t s;
+      SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+      std::vector<float> h(n * p);
+      for (std::size_t i = 0; i < n * p; ++i) h[i] = value(r, i);
+      // all_reduce sum in place and avg out of place.
+      {
+        std::vector<float> sum(n * p, 0.f), avg(n * p);
+        for (int q = 0; q < p; ++q)
+          for (std::size_t i = 0; i < n * p; ++i) sum[i] += value(q, i);
+        for (std::size_t i = 0; i < n * p; ++i) avg[i] = sum[i] / float(p);
+        dvec<float> a(n * p), b(n * p);
+        a.put(h);
+        c.all_reduce(a.p, b.p, n * p, sc::reduce_op::avg, s);
+        c.all_reduce(a.p, a.p, n * p, sc::reduce_op::sum, s);
+        SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+        CHECK(a.get() == sum);
+        CHECK(b.get() == avg);
+      }
+      // reduce_scatter (max), and sum with a fused scale epilogue.
+      {
+        std::vector<float> mx(n), scaled(n, 0.f);
+        for (std::size_t i = 0; i < n; ++i) {
+          float m = value(0, std::size_t(r) * n + i);
+          for (int q = 0; q < p; ++q) {
+            m = std::max(m, value(q, std::size_t(r) * n + i));
+            scaled[i] += value(q, std::size_t(r) * n + i);
+          }
+          mx[i] = m;
+          scaled[i] *= 0.5f;
+        }
+        dvec<float> a(n * p), o1(n), o2(n);
+        a.put(h);
+        c.reduce_scatter(a.p, o1.p, n, sc::reduce_op::max, s);
+        c.reduce_scatter(a.p, o2.p, n, sc::reduce_op::sum, s, sc::cuda::scale{0.5f});
+        SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+        CHECK(o1.get() == mx);
+        CHECK(o2.get() == scaled);
+      }
+      // all_gather in place, all_to_all, broadcast.
+      {
+        std::vector<float> ag(n * p), a2a(n * p), bc(n);
+        for (int q = 0; q < p; ++q)
+          for (std::size_t i = 0; i < n; ++i) {
+            ag[std::size_t(q) * n + i] = value(q, std::size_t(q) * n + i);
+            a2a[std::size_t(q) * n + i] = value(q, std::size_t(r) * n + i);
+          }
+        for (std::size_t i = 0; i < n; ++i) bc[i] = value(1, i);
+        dvec<float> a(n * p), b(n * p), c1(n);
+        a.put(h);
+        b.put(h);
+        c.all_gather(a.p + std::size_t(r) * n, a.p, n, s);
+        dvec<float> d(n * p);
+        b.put(h);
+        c.all_to_all(b.p, d.p, n, s);
+        std::vector<float> hb(h.begin(), h.begin() + std::ptrdiff_t(n));
+        c1.put(hb);
+        c.broadcast(c1.p, n, 1, s);
+        SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+        CHECK(a.get() == ag);
+        CHECK(d.get() == a2a);
+        CHECK(c1.get() == bc);
+      }
+      // split into even/odd; sum of ranks inside each.
+      {
+        auto sub = c.split(r % 2, -r);  // key -r: reverse order
+        std::vector<float> one(1, float(r)), want(1, 0.f);
+        for (int q = r % 2; q < p; q += 2) want[0] += float(q);
+        dvec<float> d(1);
+        d.put(one);
+        sub.all_reduce(d.p, d.p, 1, sc::reduce_op::sum, s);
+        SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+        CHECK(d.get() == want);
+        CHECK(sub.size() == (p + 1 - r % 2) / 2);
+        CHECK(sub.rank() == (p - 1 - r) / 2);  // members with a larger rank come first
+      }
+      c.barrier();
+      SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+    });
+  }
+}
+
+TEST_CASE("p2p: a rank that throws makes the others fail with comm_error" * doctest::skip(no_device())) {
+  CHECK_THROWS_WITH(sc::p2p::run(3, {0},
+                                 [](sc::p2p::communicator& c) {
+                                   if (c.rank() == 1) throw std::runtime_error("rank 1 gave up");
+                                   c.barrier();
+                                 }),
+                    "rank 1 gave up");
+}
