@@ -7,6 +7,7 @@
 
 #include "../plan.hpp"
 #include "../split.hpp"
+#include "host_ops.hpp"
 
 namespace shardcast::detail {
 
