@@ -27,6 +27,11 @@
 namespace sc = shardcast;
 namespace bn = shardcast::bench;
 
+namespace shardcast::bench {
+/// Transition mode (transition.cpp): `shardcast-bench redistribute --from L --to L2 --mesh AxB --extents MxN`.
+int run_transition(int argc, char** argv);
+}  // namespace shardcast::bench
+
 namespace {
 
 using clk = std::chrono::steady_clock;
@@ -316,10 +321,7 @@ int not_built(const std::string& backend, const char* why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "redistribute") {
-    std::fprintf(stderr, "shardcast-bench: redistribute mode needs shardcast's planner and executor, which this build does not have yet\n");
-    return 2;
-  }
+  if (argc >= 2 && std::string(argv[1]) == "redistribute") return bn::run_transition(argc, argv);
   bn::options o;
   if (!bn::parse_args(argc, argv, o, false)) return 2;
   try {
