@@ -36,7 +36,7 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
   static_assert(check_layout<To, Mesh::naxes, R>());
   static_assert(detail::same_op_partials(To::desc),
                 "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
-  constexpr plan p = static_plan<From, To, R>;
+  constexpr const plan& p = static_plan<From, To, R>;
   if constexpr (p.nsteps == 0) {
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data());
   } else {

@@ -83,22 +83,34 @@ class executor {
     return q;
   }
 
+  box member_box(const step& st, const runtime_layout& l, int q) const {
+    int c[N];
+    member_coord<N>(st.axes, m_.shape().data(), m_.coords().data(), q, c);
+    return box_of(l, c);
+  }
+
+  /// Do the group members' pieces (under the sharded side `l` of the step) lie, in group
+  /// order, as consecutive `chunk`-sized runs of `outer`? True when every axis of the step
+  /// shards one dim d, the dims before d have extent 1 in `outer`, and no piece is padded
+  /// (the members tile `outer`, so equal volumes mean chunk * n == volume).
+  bool chunks_in_place(const step& st, const runtime_layout& l, int n, std::size_t chunk, const box& outer) const {
+    if (chunk * static_cast<std::size_t>(n) != static_cast<std::size_t>(outer.volume())) return false;
+    int d = -1;
+    for (int a = 0; a < N; ++a)
+      if (st.axes >> a & 1u) {
+        if (d >= 0 && l[a].dim != d) return false;
+        d = l[a].dim;
+      }
+    for (int e = 0; e < d; ++e)
+      if (outer.ext[e] != 1) return false;
+    return true;
+  }
+
   void all_gather(const step& st, piece<T>& p) {
     auto& comm = m_.group_comm(st.axes);
     const int n = group_n(st.axes);
     const auto chunk = static_cast<std::size_t>(max_volume(st.from, m_.shape().data(), ext_, rank_));
     const box nb = box_of(st.to, m_.coords().data());
-    // Peers' boxes, and whether the gathered chunks already lie in place in the new box.
-    std::vector<box> peer(static_cast<std::size_t>(n));
-    bool in_place = true;
-    for (int q = 0; q < n; ++q) {
-      int c[N];
-      member_coord<N>(st.axes, m_.shape().data(), m_.coords().data(), q, c);
-      peer[static_cast<std::size_t>(q)] = box_of(st.from, c);
-      std::int64_t off = 0;
-      in_place = in_place && static_cast<std::size_t>(peer[static_cast<std::size_t>(q)].volume()) == chunk &&
-                 contiguous_in(peer[static_cast<std::size_t>(q)], nb, off) && off == static_cast<std::int64_t>(chunk) * q;
-    }
     const T* send = p.data;
     std::shared_ptr<T> padded;
     if (static_cast<std::size_t>(p.b.volume()) != chunk) {
@@ -107,18 +119,17 @@ class executor {
       ops::fill(padded.get() + p.b.volume(), chunk - static_cast<std::size_t>(p.b.volume()), T{}, s_);
       send = padded.get();
     }
-    if (in_place) {
-      piece<T> out = fresh(nb);
-      comm.all_gather(send, out.data, chunk, s_);
-      p = std::move(out);
-      return;
-    }
-    auto recv = ops::template allocate<T>(chunk * static_cast<std::size_t>(n), s_);
-    comm.all_gather(send, recv.get(), chunk, s_);
     piece<T> out = fresh(nb);
-    for (int q = 0; q < n; ++q)
-      ops::copy_region(recv.get() + chunk * static_cast<std::size_t>(q), peer[static_cast<std::size_t>(q)], out.data, nb,
-                       peer[static_cast<std::size_t>(q)], s_);
+    if (chunks_in_place(st, st.from, n, chunk, nb)) {
+      comm.all_gather(send, out.data, chunk, s_);
+    } else {
+      auto recv = ops::template allocate<T>(chunk * static_cast<std::size_t>(n), s_);
+      comm.all_gather(send, recv.get(), chunk, s_);
+      for (int q = 0; q < n; ++q) {
+        const box b = member_box(st, st.from, q);
+        ops::copy_region(recv.get() + chunk * static_cast<std::size_t>(q), b, out.data, nb, b, s_);
+      }
+    }
     p = std::move(out);
   }
 
@@ -126,34 +137,22 @@ class executor {
     auto& comm = m_.group_comm(st.axes);
     const int n = group_n(st.axes);
     const auto chunk = static_cast<std::size_t>(max_volume(st.to, m_.shape().data(), ext_, rank_));
-    std::vector<box> peer(static_cast<std::size_t>(n));
-    bool in_place = true;
-    for (int q = 0; q < n; ++q) {
-      int c[N];
-      member_coord<N>(st.axes, m_.shape().data(), m_.coords().data(), q, c);
-      peer[static_cast<std::size_t>(q)] = box_of(st.to, c);
-      std::int64_t off = 0;
-      in_place = in_place && static_cast<std::size_t>(peer[static_cast<std::size_t>(q)].volume()) == chunk &&
-                 contiguous_in(peer[static_cast<std::size_t>(q)], p.b, off) && off == static_cast<std::int64_t>(chunk) * q;
-    }
     const T* send = p.data;
     std::shared_ptr<T> packed;
-    if (!in_place) {
+    if (!chunks_in_place(st, st.to, n, chunk, p.b)) {
       packed = ops::template allocate<T>(chunk * static_cast<std::size_t>(n), s_);
       for (int q = 0; q < n; ++q) {
-        const box& b = peer[static_cast<std::size_t>(q)];
+        const box b = member_box(st, st.to, q);
         T* dst = packed.get() + chunk * static_cast<std::size_t>(q);
-        box dense = b;  // the chunk holds b row-major
-        ops::copy_region(p.data, p.b, dst, dense, b, s_);
+        ops::copy_region(p.data, p.b, dst, b, b, s_);  // the chunk holds b row-major
         ops::fill(dst + b.volume(), chunk - static_cast<std::size_t>(b.volume()), T{}, s_);
       }
       send = packed.get();
     }
     piece<T> out;
-    const box nb = box_of(st.to, m_.coords().data());
     out.owner = ops::template allocate<T>(chunk, s_);
     out.data = out.owner.get();
-    out.b = nb;
+    out.b = box_of(st.to, m_.coords().data());
     comm.reduce_scatter(send, out.data, chunk, st.op, s_);
     p = std::move(out);
   }
