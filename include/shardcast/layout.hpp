@@ -183,6 +183,15 @@ constexpr bool check_layout() {
                 "shardcast: the layout's number of placements differs from the mesh's number of axes; give exactly one placement per mesh axis.");
   static_assert(L::max_shard_dim < R,
                 "shardcast: a shard<D> in the layout names a tensor dim D >= the tensor's rank; use shard<D> with 0 <= D < rank.");
+  static_assert([] {
+    int op = -1;
+    for (int a = 0; a < L::naxes; ++a)
+      if (L::desc[a].is_partial()) {
+        if (op >= 0 && op != static_cast<int>(L::desc[a].op)) return false;
+        op = static_cast<int>(L::desc[a].op);
+      }
+    return true;
+  }(), "shardcast: the layout has partial placements with different reduce ops; the order of mixed reductions is undefined, so use one op for every partial axis.");
   return true;
 }
 

@@ -1,0 +1,114 @@
+#pragma once
+/// @file dtensor.hpp
+/// `dtensor<T, R, Layout, Mesh>`: a rank-R distributed tensor whose layout is part of
+/// its type. Each rank holds its local piece (the box its layout gives it) contiguously,
+/// row-major, in the memory space of the mesh's communicator. A dtensor either owns its
+/// piece (shared between copies of the handle) or views memory the caller already has.
+/// `Layout = dynamic_layout` gives a tensor whose layout is a runtime value.
+///
+/// Example, 2x2 mesh, global 4x6, layout<shard<0>, shard<1>>: rank (1,0) holds rows 2..3,
+/// columns 0..2, i.e. local extents (2,3).
+
+#include <array>
+#include <cstdint>
+#include <cuda/std/mdspan>
+#include <memory>
+#include <string>
+
+#include "detail/host_ops.hpp"
+#include "layout.hpp"
+#include "mesh.hpp"
+#include "split.hpp"
+
+namespace shardcast {
+
+/// Tag: the layout is carried as a runtime_layout value instead of a type.
+struct dynamic_layout {};
+
+namespace detail {
+template <class Layout>
+struct layout_holder {
+  static constexpr runtime_layout value() { return Layout::desc; }
+  constexpr layout_holder() = default;
+  constexpr explicit layout_holder(const runtime_layout&) {}
+};
+template <>
+struct layout_holder<dynamic_layout> {
+  runtime_layout l;
+  layout_holder() = default;
+  explicit layout_holder(const runtime_layout& x) : l(x) {}
+  const runtime_layout& value() const { return l; }
+};
+
+template <class T, std::size_t R>
+box make_local_box(const runtime_layout& l, const int* shape, const int* coord, const std::array<std::int64_t, R>& ext) {
+  return local_box(l, shape, coord, ext.data(), static_cast<int>(R));
+}
+}  // namespace detail
+
+/// A distributed tensor. See the file comment.
+/// @tparam T element type
+/// @tparam R tensor rank
+/// @tparam Layout a shardcast::layout<...> or dynamic_layout
+/// @tparam Mesh a shardcast::mesh<N, Comm>
+template <class T, int R, class Layout, class Mesh>
+class dtensor {
+ public:
+  using value_type = T;
+  using layout_type = Layout;
+  using mesh_type = Mesh;
+  using extents_type = cuda::std::dextents<std::int64_t, static_cast<std::size_t>(R)>;
+  using mdspan_type = cuda::std::mdspan<T, extents_type>;
+  static constexpr int rank = R;
+
+  dtensor() = default;
+  /// Wraps `data` (the local piece, owned by `owner` or by the caller when `owner` is empty).
+  dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data,
+          const runtime_layout& l = detail::layout_holder<Layout>::value())
+    requires(!std::same_as<Layout, dynamic_layout>)
+      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data) {
+    (void)l;
+    box_ = detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_);
+  }
+  dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data,
+          const runtime_layout& l)
+    requires std::same_as<Layout, dynamic_layout>
+      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), layout_(l) {
+    box_ = detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_);
+  }
+
+  /// The layout as a value.
+  runtime_layout layout() const { return layout_.value(); }
+  const Mesh& mesh() const { return mesh_; }
+  const std::array<std::int64_t, static_cast<std::size_t>(R)>& global_extents() const { return global_; }
+  /// Global indices of this rank's piece.
+  const box& local_box() const { return box_; }
+  /// Extents of the local piece.
+  std::array<std::int64_t, static_cast<std::size_t>(R)> local_extents() const {
+    std::array<std::int64_t, static_cast<std::size_t>(R)> e{};
+    for (int d = 0; d < R; ++d) e[static_cast<std::size_t>(d)] = box_.ext[d];
+    return e;
+  }
+  std::size_t local_size() const { return static_cast<std::size_t>(box_.volume()); }
+  T* data() const { return data_; }
+  /// True when this handle (or a copy) owns the local memory.
+  bool owns() const { return static_cast<bool>(owner_); }
+  const std::shared_ptr<T>& owner() const { return owner_; }
+
+  /// The local piece as a row-major mdspan with the local extents.
+  mdspan_type local() const {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return mdspan_type(data_, box_.ext[I]...);
+    }(std::make_index_sequence<static_cast<std::size_t>(R)>{});
+  }
+
+ private:
+  Mesh mesh_;
+  std::array<std::int64_t, static_cast<std::size_t>(R)> global_{};
+  std::shared_ptr<T> owner_;
+  T* data_ = nullptr;
+  box box_{};
+  [[no_unique_address]] detail::layout_holder<Layout> layout_{};
+};
+
+}  // namespace shardcast

@@ -1,0 +1,39 @@
+#pragma once
+/// @file explain.hpp
+/// `explain(plan, element_size)`: a readable description of a plan, one line per step
+/// with the axes, the layouts around it and the elements (bytes) it sends per rank.
+
+#include <string>
+
+#include "plan.hpp"
+
+namespace shardcast {
+
+/// Describes `p`; byte counts assume elements of `element_size` bytes and the mesh
+/// shape and extents the plan was made for (`shape`, `ext`, `rank`).
+inline std::string explain(const plan& p, const int* shape, const std::int64_t* ext, int rank, std::size_t element_size = 4) {
+  std::string s = "plan " + to_string(p.src) + " -> " + to_string(p.dst) + ": " + std::to_string(p.nsteps) + " step(s), " +
+                  std::to_string(p.collectives) + " collective(s)\n";
+  for (int i = 0; i < p.nsteps; ++i) {
+    const step& st = p.steps[i];
+    std::string axes;
+    for (int a = 0; a < st.from.naxes; ++a)
+      if (st.axes >> a & 1u) axes += (axes.empty() ? "" : ",") + std::to_string(a);
+    std::string name = to_string(st.kind);
+    if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
+      name += std::string("(") + to_string(st.op) + ")";
+    const double e = detail::step_cost(st, shape, ext, rank);
+    s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +
+         ", " + std::to_string(static_cast<long long>(e * static_cast<double>(element_size) + 0.5)) + " bytes/rank\n";
+  }
+  s += "  total: " + std::to_string(static_cast<long long>(p.elements * static_cast<double>(element_size) + 0.5)) + " bytes sent per rank (busiest rank)\n";
+  return s;
+}
+
+/// Same, for array arguments.
+template <std::size_t N, std::size_t R>
+std::string explain(const plan& p, const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, std::size_t element_size = 4) {
+  return explain(p, shape.data(), ext.data(), static_cast<int>(R), element_size);
+}
+
+}  // namespace shardcast

@@ -1,0 +1,158 @@
+#pragma once
+// End-to-end differential check shared by the host, MPI and GPU suites: distribute a
+// global tensor under one layout, redistribute to another, gather every rank's local
+// piece with the backend's raw all_gather, and compare with the single-rank reference
+// (the global tensor itself; for partial axes, the op-reduction over the ranks that
+// differ only in partial coordinates).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <shardcast/shardcast.hpp>
+
+namespace shardcast::testing {
+
+/// Small positive integers: every sum, product and mean of the test is exact.
+template <class T>
+std::vector<T> make_global(std::int64_t n, int salt = 0) {
+  std::vector<T> g(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 7 + 3 + salt) % 11 + 1);
+  return g;
+}
+
+template <class T>
+T combine(T a, T b, reduce_op op) {
+  switch (op) {
+    case reduce_op::sum: case reduce_op::avg: return static_cast<T>(a + b);
+    case reduce_op::prod: return static_cast<T>(a * b);
+    case reduce_op::max: return a > b ? a : b;
+    case reduce_op::min: return a < b ? a : b;
+  }
+  return a;
+}
+
+/// Returns "" when every rank's piece of `y` matches the reference, else a description.
+/// Collective over the mesh (all ranks must call it with the same arguments).
+template <class T, int R, class L, class Mesh>
+std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::vector<T>& global) {
+  const auto& m = y.mesh();
+  const runtime_layout l = y.layout();
+  const auto ext = y.global_extents();
+  const int P = m.nranks();
+  const std::size_t chunk = static_cast<std::size_t>(detail::max_volume(l, m.shape().data(), ext.data(), R));
+  std::vector<T> mine(chunk > 0 ? chunk : 1, T{}), all((chunk > 0 ? chunk : 1) * static_cast<std::size_t>(P));
+  std::vector<T> host(y.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(host.data(), y.data(), host.size(), typename Mesh::stream_type{});
+  std::copy(host.begin(), host.end(), mine.begin());
+  // The gather goes through the device when the backend lives there.
+  using ops = detail::memory_ops<typename Mesh::memory_space>;
+  auto dsend = ops::template allocate<T>(mine.size(), {});
+  auto drecv = ops::template allocate<T>(all.size(), {});
+  ops::from_host(dsend.get(), mine.data(), mine.size(), {});
+  m.comm().all_gather(dsend.get(), drecv.get(), mine.size(), {});
+  ops::to_host(all.data(), drecv.get(), all.size(), {});
+
+  reduce_op op = reduce_op::sum;
+  unsigned pmask = 0;
+  int pcount = 1;
+  for (int a = 0; a < Mesh::naxes; ++a)
+    if (l[a].is_partial()) {
+      op = l[a].op;
+      pmask |= 1u << a;
+      pcount *= m.size(a);
+    }
+  const std::int64_t* e = ext.data();
+  for (int r = 0; r < P; ++r) {
+    int c[SHARDCAST_MAX_AXES];
+    rank_to_coord(r, m.shape().data(), Mesh::naxes, c);
+    bool lead = true;  // check each partial group once, from its member with zero partial coords
+    for (int a = 0; a < Mesh::naxes; ++a)
+      if (pmask >> a & 1u) lead = lead && c[a] == 0;
+    if (!lead) continue;
+    const box b = local_box(l, m.shape().data(), c, e, R);
+    const std::int64_t vol = b.volume();
+    for (std::int64_t i = 0; i < vol; ++i) {
+      // Global index of local element i.
+      std::int64_t rem = i, gidx = 0, stride = 1;
+      std::int64_t local_idx[SHARDCAST_MAX_RANK];
+      for (int d = R - 1; d >= 0; --d) {
+        local_idx[d] = rem % b.ext[d];
+        rem /= b.ext[d];
+      }
+      for (int d = R - 1; d >= 0; --d) {
+        gidx += (b.off[d] + local_idx[d]) * stride;
+        stride *= e[d];
+      }
+      // Reduce over the partial group.
+      T acc{};
+      for (int k = 0; k < pcount; ++k) {
+        int cc[SHARDCAST_MAX_AXES];
+        for (int a = 0; a < Mesh::naxes; ++a) cc[a] = c[a];
+        int kk = k;
+        for (int a = Mesh::naxes - 1; a >= 0; --a)
+          if (pmask >> a & 1u) {
+            cc[a] = kk % m.size(a);
+            kk /= m.size(a);
+          }
+        const int q = coord_to_rank(cc, m.shape().data(), Mesh::naxes);
+        const T v = all[static_cast<std::size_t>(q) * mine.size() + static_cast<std::size_t>(i)];
+        acc = k == 0 ? v : combine(acc, v, op);
+      }
+      if (pmask && op == reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(pcount));
+      const T want = global[static_cast<std::size_t>(gidx)];
+      if (acc != want)
+        return "layout " + to_string(l) + ": rank " + std::to_string(r) + " local element " + std::to_string(i) + " (global " +
+               std::to_string(gidx) + ") is " + std::to_string(static_cast<double>(acc)) + ", expected " + std::to_string(static_cast<double>(want));
+    }
+  }
+  return "";
+}
+
+/// distribute(src) -> redistribute(dst) -> compare; also checks the input is unchanged.
+template <class T, std::size_t R, class Mesh>
+std::string differential_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst, const std::array<std::int64_t, R>& ext,
+                              typename Mesh::stream_type s = {}) {
+  std::int64_t n = 1;
+  for (auto v : ext) n *= v;
+  const std::vector<T> g = make_global<T>(n);
+  auto x = distribute(m, src, g, ext, s);
+  std::vector<T> before(x.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(before.data(), x.data(), before.size(), s);
+  auto y = redistribute(x, dst, s);
+  std::string err = check_against_reference(y, g);
+  if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ": " + err;
+  std::vector<T> after(x.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(after.data(), x.data(), after.size(), s);
+  if (after != before) return to_string(src) + " -> " + to_string(dst) + ": redistribute modified its input";
+  return "";
+}
+
+/// Every placement for a rank-`rank` tensor: R, S(0..rank-1), P(op).
+inline std::vector<placement_desc> placements(int rank, reduce_op op) {
+  std::vector<placement_desc> v{placement_desc::make_replicate()};
+  for (int d = 0; d < rank; ++d) v.push_back(placement_desc::make_shard(d));
+  v.push_back(placement_desc::make_partial(op));
+  return v;
+}
+
+/// Every layout over `naxes` axes built from `placements(rank, op)`.
+inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op) {
+  const auto ps = placements(rank, op);
+  std::vector<runtime_layout> out;
+  std::size_t total = 1;
+  for (int a = 0; a < naxes; ++a) total *= ps.size();
+  for (std::size_t i = 0; i < total; ++i) {
+    runtime_layout l;
+    l.naxes = naxes;
+    std::size_t k = i;
+    for (int a = 0; a < naxes; ++a) {
+      l[a] = ps[k % ps.size()];
+      k /= ps.size();
+    }
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace shardcast::testing

@@ -1,0 +1,27 @@
+// Misuse: distribute a rank-2 tensor on a 2-axis mesh with a 1-placement layout.
+// expect: shardcast: the layout's number of placements differs from the mesh's number of axes; give exactly one placement per mesh axis.
+#include <shardcast/comm/host.hpp>
+#include <shardcast/distribute.hpp>
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace sc = shardcast;
+
+#ifndef SHARDCAST_COMPILE_FAIL_CONTROL
+using L = sc::layout<sc::shard<0>>;
+#else
+using L = sc::layout<sc::shard<0>, sc::replicate>;
+#endif
+
+int main() {
+  sc::host::run(4, [](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    std::vector<float> g(12, 1.0f);
+    const std::array<std::int64_t, 2> ext{3, 4};
+    auto x = sc::distribute<L>(m, g, ext);
+    (void)x;
+  });
+  return 0;
+}

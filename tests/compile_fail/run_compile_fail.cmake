@@ -1,0 +1,50 @@
+# Compile-fail driver, run as `cmake -P`:
+#   -DCXX=<compiler> -DSOURCE=<file.cpp> -DINCLUDES=<dir|dir|...> [-DFLAGS=<flag|flag|...>]
+# SOURCE holds one misuse guarded by `#ifndef SHARDCAST_COMPILE_FAIL_CONTROL` and a line
+#   // expect: <the library's static_assert sentence>
+# The test passes only if
+#   1. the control build (misuse compiled out) succeeds, so the failure below comes from the
+#      misuse itself and not from a broken include or a typo, and
+#   2. the misuse build fails, and
+#   3. its diagnostics contain the expected sentence verbatim.
+foreach(v CXX SOURCE INCLUDES)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "run_compile_fail.cmake: -D${v}=... is required")
+  endif()
+endforeach()
+
+file(STRINGS "${SOURCE}" expect_lines REGEX "^// expect: ")
+list(LENGTH expect_lines n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "${SOURCE}: needs exactly one '// expect: <message>' line, found ${n}")
+endif()
+string(REGEX REPLACE "^// expect: " "" expected "${expect_lines}")
+# file(STRINGS) escapes the semicolons the library's sentences use; undo that.
+string(REPLACE "\\;" ";" expected "${expected}")
+
+string(REPLACE "|" ";" include_list "${INCLUDES}")
+set(args -std=c++20 -fsyntax-only -fdiagnostics-color=never)
+foreach(d IN LISTS include_list)
+  list(APPEND args "-I${d}")
+endforeach()
+if(DEFINED FLAGS AND NOT FLAGS STREQUAL "")
+  string(REPLACE "|" ";" flag_list "${FLAGS}")
+  list(APPEND args ${flag_list})
+endif()
+
+execute_process(COMMAND "${CXX}" ${args} -DSHARDCAST_COMPILE_FAIL_CONTROL "${SOURCE}"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "control build of ${SOURCE} (misuse compiled out) failed; the test itself is broken:\n${out}${err}")
+endif()
+
+execute_process(COMMAND "${CXX}" ${args} "${SOURCE}"
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${SOURCE} compiled, but the misuse must be rejected with:\n  ${expected}")
+endif()
+string(FIND "${out}${err}" "${expected}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${SOURCE} failed to compile, but not with the expected message\n  ${expected}\ndiagnostics:\n${out}${err}")
+endif()
+message(STATUS "${SOURCE}: rejected with the expected message")

@@ -1,0 +1,170 @@
+// End-to-end differential tests of distribute/redistribute on the host backend against a
+// single-rank reference, over all layout pairs on meshes of 1-8 ranks and 1-3 axes.
+#include <doctest/doctest.h>
+
+#include <mutex>
+#include <shardcast/shardcast.hpp>
+#include <vector>
+
+#include "common/differential.hpp"
+
+namespace sc = shardcast;
+namespace st = shardcast::testing;
+
+namespace {
+constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+
+template <class T, int N, std::size_t R>
+void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, std::size_t stride,
+           std::vector<std::string>& failures, std::size_t& cases) {
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  std::mutex mu;
+  std::size_t count = 0;
+  sc::host::run(nranks, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    std::size_t k = 0, mine = 0;
+    for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
+      const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
+      for (std::size_t i = 0; i < layouts.size(); ++i)
+        for (std::size_t j = 0; j < layouts.size(); ++j) {
+          // Each op covers a different slice of the pairs; together every pair is covered
+          // (stride 1) or a deterministic sample of them.
+          if (k++ % (stride * std::size(all_ops)) != oi * stride % (stride * std::size(all_ops)) && stride > 1) continue;
+          if (stride == 1 && (i * layouts.size() + j) % std::size(all_ops) != oi && N > 1) continue;
+          for (const auto& e : extents) {
+            std::string err = st::differential_case<T>(m, layouts[i], layouts[j], e);
+            ++mine;
+            if (!err.empty()) {
+              std::lock_guard lk(mu);
+              if (failures.size() < 20) failures.push_back("rank " + std::to_string(c.rank()) + ": " + err);
+            }
+          }
+        }
+    }
+    if (c.rank() == 0) count = mine;
+  });
+  cases += count;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("every layout pair on 1-axis meshes matches the reference", T, float, double, std::int32_t, std::int64_t) {
+  std::vector<std::string> failures;
+  std::size_t cases = 0;
+  for (int n : {1, 2, 3, 5, 8}) {
+    sweep<T, 1, 1>({n}, {{{7}}, {{2}}, {{0}}, {{16}}}, 1, failures, cases);
+    sweep<T, 1, 2>({n}, {{{5, 3}}, {{2, 7}}, {{0, 4}}}, 1, failures, cases);
+  }
+  for (auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+  MESSAGE(cases << " cases");
+}
+
+TEST_CASE_TEMPLATE("every layout pair on 2-axis meshes matches the reference", T, float, std::int64_t) {
+  std::vector<std::string> failures;
+  std::size_t cases = 0;
+  for (auto shape : {std::array<int, 2>{2, 2}, std::array<int, 2>{2, 3}, std::array<int, 2>{3, 1}, std::array<int, 2>{4, 2}}) {
+    sweep<T, 2, 2>(shape, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, 1, failures, cases);
+  }
+  sweep<T, 2, 3>({2, 2}, {{{3, 4, 5}}}, 1, failures, cases);
+  sweep<T, 2, 1>({3, 2}, {{{11}}, {{4}}}, 1, failures, cases);
+  for (auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+  MESSAGE(cases << " cases");
+}
+
+TEST_CASE("layout pairs on 3-axis meshes match the reference (deterministic sample)") {
+  std::vector<std::string> failures;
+  std::size_t cases = 0;
+  sweep<std::int32_t, 3, 2>({2, 2, 2}, {{{6, 5}}, {{1, 3}}}, 3, failures, cases);
+  sweep<float, 3, 3>({2, 1, 3}, {{{4, 3, 5}}}, 11, failures, cases);
+  sweep<double, 3, 3>({2, 2, 2}, {{{2, 5, 3}}}, 17, failures, cases);
+  for (auto& f : failures) FAIL_CHECK(f);
+  CHECK(failures.empty());
+  MESSAGE(cases << " cases");
+}
+
+namespace {
+template <class From, class To, class T, int N, std::size_t R>
+void static_case(const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, std::vector<std::string>& failures) {
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  std::mutex mu;
+  sc::host::run(nranks, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    std::int64_t n = 1;
+    for (auto v : ext) n *= v;
+    const auto g = st::make_global<T>(n);
+    auto x = sc::distribute<From>(m, g, ext);
+    auto y = sc::redistribute<To>(x);
+    static_assert(std::same_as<typename decltype(y)::layout_type, To>);
+    std::string err = st::check_against_reference(y, g);
+    // to_global reduces partials and gathers shards.
+    if (err.empty() && sc::to_global(y) != g) err = "to_global differs from the global tensor";
+    if (!err.empty()) {
+      std::lock_guard lk(mu);
+      failures.push_back(sc::to_string(From::desc) + " -> " + sc::to_string(To::desc) + ": " + err);
+    }
+  });
+}
+}  // namespace
+
+TEST_CASE("static redistribute (compile-time plans) matches the reference") {
+  using namespace sc;
+  std::vector<std::string> f;
+  static_case<layout<shard<0>, shard<1>>, layout<replicate, replicate>, float, 2, 2>({2, 2}, {5, 7}, f);
+  static_case<layout<shard<0>, shard<1>>, layout<shard<1>, shard<0>>, std::int32_t, 2, 2>({2, 3}, {7, 5}, f);
+  static_case<layout<shard<0>, shard<0>>, layout<replicate, shard<0>>, double, 2, 2>({2, 2}, {9, 2}, f);
+  static_case<layout<partial<>, shard<0>>, layout<shard<0>, replicate>, std::int64_t, 2, 2>({2, 2}, {6, 3}, f);
+  static_case<layout<partial<max>, partial<max>>, layout<shard<1>, shard<0>>, float, 2, 2>({2, 2}, {3, 5}, f);
+  static_case<layout<replicate, shard<1>>, layout<partial<avg>, replicate>, double, 2, 2>({3, 2}, {4, 4}, f);
+  static_case<layout<shard<2>, replicate, partial<prod>>, layout<replicate, shard<0>, shard<2>>, std::int32_t, 3, 3>({2, 2, 2}, {3, 4, 5}, f);
+  static_case<layout<shard<0>>, layout<shard<0>>, float, 1, 1>({4}, {3}, f);
+  static_case<layout<partial<min>>, layout<shard<0>>, float, 1, 1>({5}, {3}, f);  // empty shards
+  for (auto& s : f) FAIL_CHECK(s);
+  CHECK(f.empty());
+}
+
+TEST_CASE("redistribute to the same layout is free and shares storage; local() views the piece") {
+  sc::host::run(4, [](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const auto g = st::make_global<int>(4 * 6);
+    auto x = sc::distribute<sc::layout<sc::shard<0>, sc::shard<1>>>(m, g, std::array<std::int64_t, 2>{4, 6});
+    auto y = sc::redistribute<sc::layout<sc::shard<0>, sc::shard<1>>>(x);
+    REQUIRE(y.data() == x.data());
+    auto v = x.local();
+    REQUIRE(v.extent(0) == 2);
+    REQUIRE(v.extent(1) == 3);
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) REQUIRE(v(i, j) == g[static_cast<std::size_t>((m.coord(0) * 2 + i) * 6 + m.coord(1) * 3 + j)]);
+  });
+}
+
+TEST_CASE("a view over caller memory redistributes without copying the input") {
+  sc::host::run(2, [](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 1>{2});
+    std::vector<float> mine = {float(c.rank() * 2), float(c.rank() * 2 + 1)};  // rows of a 4x1 tensor
+    auto v = sc::make_view<sc::layout<sc::shard<0>>>(m, mine.data(), std::array<std::int64_t, 2>{4, 1});
+    REQUIRE(!v.owns());
+    auto r = sc::redistribute<sc::layout<sc::replicate>>(v);
+    for (int i = 0; i < 4; ++i) REQUIRE(r.data()[i] == float(i));
+    REQUIRE(mine[0] == float(c.rank() * 2));
+  });
+}
+
+TEST_CASE("runtime misuse throws layout_error naming the problem") {
+  sc::host::run(4, [](sc::host::communicator& c) {
+    CHECK_THROWS_WITH_AS(sc::make_mesh(c, std::array<int, 2>{3, 2}), doctest::Contains("has 6 ranks but the communicator has 4"), sc::layout_error);
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    std::vector<float> g(10);
+    using L = sc::layout<sc::shard<0>, sc::replicate>;
+    CHECK_THROWS_WITH_AS(sc::distribute<L>(m, g, std::array<std::int64_t, 2>{3, 4}),
+                         doctest::Contains("has 10 elements but the extents describe 12"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::distribute(m, sc::runtime_layout::parse("S(0)"), g, std::array<std::int64_t, 1>{10}),
+                         doctest::Contains("has 1 placements but the mesh has 2 axes"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::distribute(m, sc::runtime_layout::parse("S(1),R"), g, std::array<std::int64_t, 1>{10}),
+                         doctest::Contains("tensor has rank 1"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::distribute(m, sc::runtime_layout::parse("R,R"), g, std::array<std::int64_t, 1>{-10}),
+                         doctest::Contains("negative"), sc::layout_error);
+  });
+}
