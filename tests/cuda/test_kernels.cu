@@ -35,9 +35,9 @@ struct dbuf {
 };
 
 template <class T>
-T from_int(int v) { return sc::cuda::convert<T>(static_cast<float>(v)); }
+T from_int(int v) { return sc::device::convert<T>(static_cast<float>(v)); }
 template <class T>
-double to_d(T v) { return static_cast<double>(sc::cuda::convert<float>(v)); }
+double to_d(T v) { return static_cast<double>(sc::device::convert<float>(v)); }
 template <> double to_d<double>(double v) { return v; }
 template <> double to_d<std::int32_t>(std::int32_t v) { return double(v); }
 
@@ -108,7 +108,7 @@ TEST_CASE_TEMPLATE("copy_region matches a host walk of the region" * doctest::sk
 TEST_CASE("copy_region rejects a region outside the boxes" * doctest::skip(no_device())) {
   stream_guard g;
   dbuf<float> a(16, 0, g.s);
-  CHECK_THROWS_AS(sc::cuda::copy_region(a.p, make_box({0}, {16}), a.p, make_box({0}, {16}), make_box({10}, {8}), g.s),
+  CHECK_THROWS_AS(sc::device::copy_region(a.p, make_box({0}, {16}), a.p, make_box({0}, {16}), make_box({10}, {8}), g.s),
                   sc::layout_error);
 }
 
@@ -172,7 +172,7 @@ double tolerance() {
 template <class In, class Out, class Epi>
 void launch(epi_kind, const In* const* srcs, std::size_t n, Out* dst, std::size_t count, sc::reduce_op op, cudaStream_t s,
             Epi epi) {
-  sc::cuda::reduce_sources(srcs, n, dst, count, op, s, epi);
+  sc::device::reduce_sources(srcs, n, dst, count, op, s, epi);
 }
 
 template <class In, class Out>
@@ -194,7 +194,7 @@ void check_reduce(int nsrc, std::size_t count, sc::reduce_op op, epi_kind ek, st
   dbuf<float> dbias(bias.size(), 0, g.s);
   ops::from_host(dbias.p, bias.data(), bias.size(), g.s);
   dbuf<Out> out(count, shift, g.s);
-  namespace cu = sc::cuda;
+  namespace cu = sc::device;
   const cu::bias_add<float> b{dbias.p, bias.size()};
   switch (ek) {
     case epi_kind::identity: launch(ek, ptrs.data(), nsrc, out.p, count, op, g.s, cu::identity{}); break;
@@ -267,8 +267,8 @@ TEST_CASE("apply_epilogue: one pass after a reduce-scatter, in place and with a 
   dbuf<float> x(n, 1, g.s);
   dbuf<__nv_bfloat16> y(n, 0, g.s);
   ops::from_host(x.p, h.data(), n, g.s);
-  sc::cuda::apply_epilogue(x.p, y.p, n, sc::cuda::compose(sc::cuda::scale{0.5f}, sc::cuda::relu{}), g.s);
-  sc::cuda::apply_epilogue(x.p, x.p, n, sc::cuda::scale{2.0f}, g.s);
+  sc::device::apply_epilogue(x.p, y.p, n, sc::device::compose(sc::device::scale{0.5f}, sc::device::relu{}), g.s);
+  sc::device::apply_epilogue(x.p, x.p, n, sc::device::scale{2.0f}, g.s);
   std::vector<float> hx(n);
   std::vector<__nv_bfloat16> hy(n);
   ops::to_host(hx.data(), x.p, n, g.s);
@@ -285,9 +285,9 @@ TEST_CASE("reduce_sources rejects too many or no sources" * doctest::skip(no_dev
   stream_guard g;
   std::vector<const float*> none;
   dbuf<float> o(4, 0, g.s);
-  CHECK_THROWS_AS(sc::cuda::reduce_sources(none.data(), 0, o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
+  CHECK_THROWS_AS(sc::device::reduce_sources(none.data(), 0, o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
   std::vector<const float*> many(SHARDCAST_MAX_SOURCES + 1, o.p);
-  CHECK_THROWS_AS(sc::cuda::reduce_sources(many.data(), many.size(), o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
+  CHECK_THROWS_AS(sc::device::reduce_sources(many.data(), many.size(), o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
 }
 
 TEST_CASE("SHARDCAST_CUDA_TRY throws cuda_error with the location and clears the error" * doctest::skip(no_device())) {

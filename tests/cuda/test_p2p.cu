@@ -1,7 +1,12 @@
 // Peer-memory backend: 2-4 ranks sharing GPU 0, compared with host references.
 #include <doctest/doctest.h>
 
+#include <shardcast/comm/nccl.hpp>
 #include <shardcast/comm/p2p.hpp>
+#include <shardcast/cuda/pack.cuh>  // memory_ops<device_memory>, which the executor uses on device meshes
+#include <shardcast/distribute.hpp>
+#include <shardcast/mesh.hpp>
+#include <shardcast/redistribute.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -12,6 +17,7 @@ namespace sc = shardcast;
 using shardcast_test::no_device;
 
 static_assert(sc::communicator<sc::p2p::communicator>);
+static_assert(sc::communicator<sc::nccl::communicator>);
 
 namespace {
 
@@ -72,7 +78,7 @@ TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * docte
         dvec<float> a(n * p), o1(n), o2(n);
         a.put(h);
         c.reduce_scatter(a.p, o1.p, n, sc::reduce_op::max, s);
-        c.reduce_scatter(a.p, o2.p, n, sc::reduce_op::sum, s, sc::cuda::scale{0.5f});
+        c.reduce_scatter(a.p, o2.p, n, sc::reduce_op::sum, s, sc::device::scale{0.5f});
         SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
         CHECK(o1.get() == mx);
         CHECK(o2.get() == scaled);
@@ -127,4 +133,44 @@ TEST_CASE("p2p: a rank that throws makes the others fail with comm_error" * doct
                                    c.barrier();
                                  }),
                     "rank 1 gave up");
+}
+
+namespace {
+// Device dtensors through the core executor: S(0),S(1) on a 2x2 mesh to every other layout
+// the test names, compared with the global tensor itself (to_global of the result).
+template <class Comm>
+void redistribute_round_trip(Comm& c, const std::array<int, 2>& shape, cudaStream_t s) {
+  auto m = sc::make_mesh(c, shape);
+  const std::array<std::int64_t, 2> ext{7, 5};  // uneven on both axes
+  std::vector<float> g(35);
+  for (std::size_t i = 0; i < g.size(); ++i) g[i] = float(i % 13);
+  auto x = sc::distribute<sc::layout<sc::shard<0>, sc::shard<1>>>(m, g, ext, s);
+  auto y = sc::redistribute<sc::layout<sc::replicate, sc::shard<0>>>(x, s);
+  CHECK(sc::to_global(y, s) == g);
+  auto z = sc::redistribute<sc::layout<sc::shard<1>, sc::replicate>>(y, s);
+  CHECK(sc::to_global(z, s) == g);
+  auto r = sc::redistribute<sc::layout<sc::replicate, sc::replicate>>(z, s);
+  CHECK(sc::to_global(r, s) == g);
+}
+}  // namespace
+
+TEST_CASE("device dtensors redistribute on a p2p mesh (4 ranks on GPU 0)" * doctest::skip(no_device())) {
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    redistribute_round_trip(c, {2, 2}, s);
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
+}
+
+TEST_CASE("device dtensors redistribute on an nccl mesh (every visible GPU)" * doctest::skip(no_device())) {
+  const int p = shardcast_test::device_count();
+  sc::nccl::run_local(p, [p](sc::nccl::communicator& c) {
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    redistribute_round_trip(c, {p % 2 == 0 ? 2 : 1, p % 2 == 0 ? p / 2 : p}, s);
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
 }

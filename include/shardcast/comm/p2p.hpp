@@ -151,7 +151,7 @@ class communicator {
     publish(send, recv, count, s, "all_reduce");
     std::vector<const T*> srcs(static_cast<std::size_t>(p));
     for (int q = 0; q < p; ++q) srcs[std::size_t(q)] = static_cast<const T*>(peer(q).send) + off(rank_);
-    if (len(rank_)) cuda::reduce_sources(srcs.data(), srcs.size(), recv + off(rank_), len(rank_), op, s);
+    if (len(rank_)) device::reduce_sources(srcs.data(), srcs.size(), recv + off(rank_), len(rank_), op, s);
     finish(s, "all_reduce");
     publish(send, recv, count, s, "all_reduce (gather)");
     for (int q = 0; q < p; ++q)
@@ -171,7 +171,7 @@ class communicator {
   }
   template <class T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
-    reduce_scatter(send, recv, count, op, s, cuda::identity{});
+    reduce_scatter(send, recv, count, op, s, device::identity{});
   }
   /// reduce_scatter with an epilogue fused into the single store (scale, bias, activation;
   /// see cuda/epilogue.cuh): recv[i] = epi(op_q send_q[rank*count + i], i).
@@ -181,7 +181,7 @@ class communicator {
     std::vector<const T*> srcs(static_cast<std::size_t>(size()));
     for (int q = 0; q < size(); ++q)
       srcs[std::size_t(q)] = static_cast<const T*>(peer(q).send) + std::size_t(rank_) * count;
-    if (count) cuda::reduce_sources(srcs.data(), srcs.size(), recv, count, op, s, epi);
+    if (count) device::reduce_sources(srcs.data(), srcs.size(), recv, count, op, s, epi);
     finish(s, "reduce_scatter");
   }
   template <class T>
@@ -258,19 +258,9 @@ class communicator {
     return communicator(made, new_rank, device_);
   }
 
-  communicator(std::shared_ptr<detail::group_state> g, int rank, int device) : g_(std::move(g)), rank_(rank), device_(device) {
-    SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
-  }
-  communicator(communicator&& o) noexcept
-      : g_(std::move(o.g_)), rank_(o.rank_), device_(o.device_), ready_(std::exchange(o.ready_, nullptr)),
-        done_(std::exchange(o.done_, nullptr)) {}
-  communicator& operator=(communicator&&) = delete;
-  communicator(const communicator&) = delete;
-  ~communicator() {
-    if (ready_) (void)cudaEventDestroy(ready_);
-    if (done_) (void)cudaEventDestroy(done_);
-  }
+  /// Rank `rank` of group `g`, with buffers on `device` (made by run and split).
+  communicator(std::shared_ptr<detail::group_state> g, int rank, int device)
+      : g_(std::move(g)), ev_(std::make_shared<events>()), rank_(rank), device_(device) {}
 
  private:
   const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
@@ -287,9 +277,9 @@ class communicator {
     me.recv = recv;
     me.count = count;
     me.device = device_;
-    SHARDCAST_CUDA_TRY(cudaEventRecord(ready_, s));
-    me.ready = ready_;
-    me.done = done_;
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ev_->ready, s));
+    me.ready = ev_->ready;
+    me.done = ev_->done;
     g_->barrier(where);
     for (int q = 0; q < size(); ++q)
       if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).ready, 0));
@@ -297,7 +287,7 @@ class communicator {
   // Say I am done reading; nobody leaves before every peer's reads are ordered before its
   // later writes (each rank's stream waits for every peer's done event).
   void finish(cudaStream_t s, const char* where) {
-    SHARDCAST_CUDA_TRY(cudaEventRecord(done_, s));
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ev_->done, s));
     g_->barrier(where);
     for (int q = 0; q < size(); ++q)
       if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).done, 0));
@@ -324,11 +314,25 @@ class communicator {
     finish(s, where);
   }
 
+  // Copies of a handle (one rank) share its two events.
+  struct events {
+    cudaEvent_t ready = nullptr, done = nullptr;
+    events() {
+      SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    }
+    ~events() {
+      (void)cudaEventDestroy(ready);
+      (void)cudaEventDestroy(done);
+    }
+    events(const events&) = delete;
+    events& operator=(const events&) = delete;
+  };
+
   std::shared_ptr<detail::group_state> g_;
+  std::shared_ptr<events> ev_;
   int rank_ = 0;
   int device_ = 0;
-  cudaEvent_t ready_ = nullptr;
-  cudaEvent_t done_ = nullptr;
 };
 
 /// Runs `f(comm)` on `nranks` threads; rank r's current device is `devices[r % devices.size()]`

@@ -37,7 +37,7 @@ namespace shardcast::detail {
 #define SHARDCAST_KERNEL __global__ __attribute__((visibility("hidden")))
 #endif
 
-namespace shardcast::cuda::detail {
+namespace shardcast::device::detail {
 /// Enough blocks to fill the device a few times over; grid-stride loops do the rest.
 inline unsigned grid_for(std::int64_t work, unsigned block) {
   static const int sms = [] {
@@ -53,4 +53,4 @@ inline unsigned grid_for(std::int64_t work, unsigned block) {
   return static_cast<unsigned>(want < 1 ? 1 : (want < cap ? want : cap));
 }
 
-}  // namespace shardcast::cuda::detail
+}  // namespace shardcast::device::detail

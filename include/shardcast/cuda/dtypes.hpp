@@ -18,7 +18,7 @@ template <> struct dtype_of<__nv_bfloat16> { static constexpr dtype value = dtyp
 template <> struct dtype_of<__nv_fp8_e4m3> { static constexpr dtype value = dtype::f8e4m3; };
 template <> struct dtype_of<__nv_fp8_e5m2> { static constexpr dtype value = dtype::f8e5m2; };
 
-namespace cuda {
+namespace device {
 
 /// True for the 16- and 8-bit floating types, which are reduced in float.
 template <class T>
@@ -52,5 +52,5 @@ SHARDCAST_HOST_DEVICE inline To convert(From v) {
   }
 }
 
-}  // namespace cuda
+}  // namespace device
 }  // namespace shardcast

@@ -8,7 +8,7 @@
 /// value. The kernel converts the result to the output type, so "cast to bf16" is
 /// choosing `Out = __nv_bfloat16` (spelled `cast<__nv_bfloat16>` for readability).
 /// @code
-///   auto epi = sc::cuda::compose(sc::cuda::scale{0.5f}, sc::cuda::bias_add<float>{bias, n}, sc::cuda::gelu{});
+///   auto epi = sc::device::compose(sc::device::scale{0.5f}, sc::device::bias_add<float>{bias, n}, sc::device::gelu{});
 ///   // out[i] = gelu(0.5 * sum_p src_p[i] + bias[i % n])
 /// @endcode
 
@@ -18,7 +18,7 @@
 #include "../config.hpp"
 #include "dtypes.hpp"
 
-namespace shardcast::cuda {
+namespace shardcast::device {
 
 /// out = acc.
 struct identity {
@@ -91,4 +91,4 @@ SHARDCAST_HOST_DEVICE constexpr auto compose(F f, G g, H... h) {
   return compose(composed<F, G>{f, g}, h...);
 }
 
-}  // namespace shardcast::cuda
+}  // namespace shardcast::device

@@ -15,7 +15,7 @@
 #include "check.hpp"
 #include "dtypes.hpp"
 
-namespace shardcast::cuda {
+namespace shardcast::device {
 namespace detail {
 
 /// A strided N-D copy in units of W bytes, after merging dims that are contiguous in both buffers.
@@ -79,13 +79,13 @@ template <class T>
 void copy_region(const T* src, const box& src_box, T* dst, const box& dst_box, const box& region, cudaStream_t s) {
   SHARDCAST_EXPECTS(src_box.rank == region.rank && dst_box.rank == region.rank && region.rank >= 1 &&
                         region.rank <= SHARDCAST_MAX_RANK,
-                    "shardcast::cuda::copy_region: src_box, dst_box and region must have the same rank (1..SHARDCAST_MAX_RANK)");
+                    "shardcast::device::copy_region: src_box, dst_box and region must have the same rank (1..SHARDCAST_MAX_RANK)");
   const int r = region.rank;
   for (int d = 0; d < r; ++d) {
     if (region.ext[d] == 0) return;
     SHARDCAST_EXPECTS(region.off[d] >= src_box.off[d] && region.off[d] + region.ext[d] <= src_box.off[d] + src_box.ext[d] &&
                           region.off[d] >= dst_box.off[d] && region.off[d] + region.ext[d] <= dst_box.off[d] + dst_box.ext[d],
-                      "shardcast::cuda::copy_region: region dim " + std::to_string(d) + " is not inside both boxes");
+                      "shardcast::device::copy_region: region dim " + std::to_string(d) + " is not inside both boxes");
   }
   // Element strides of both buffers and the region's start offsets in them.
   std::int64_t ss[SHARDCAST_MAX_RANK], ds[SHARDCAST_MAX_RANK];
@@ -172,7 +172,7 @@ void scale_elements(T* dst, std::size_t n, T factor, cudaStream_t s) {
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace shardcast::cuda
+}  // namespace shardcast::device
 
 namespace shardcast::detail {
 
@@ -199,12 +199,12 @@ struct memory_ops<device_memory> {
   }
   template <class T>
   static void copy_region(const T* src, const box& src_box, T* dst, const box& dst_box, const box& region, cudaStream_t s) {
-    cuda::copy_region(src, src_box, dst, dst_box, region, s);
+    device::copy_region(src, src_box, dst, dst_box, region, s);
   }
   template <class T>
-  static void fill(T* dst, std::size_t n, T value, cudaStream_t s) { cuda::fill_elements(dst, n, value, s); }
+  static void fill(T* dst, std::size_t n, T value, cudaStream_t s) { device::fill_elements(dst, n, value, s); }
   template <class T>
-  static void scale(T* dst, std::size_t n, T factor, cudaStream_t s) { cuda::scale_elements(dst, n, factor, s); }
+  static void scale(T* dst, std::size_t n, T factor, cudaStream_t s) { device::scale_elements(dst, n, factor, s); }
   template <class T>
   static void to_host(T* host_dst, const T* src, std::size_t n, cudaStream_t s) {
     if (n == 0) return;

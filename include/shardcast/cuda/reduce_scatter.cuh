@@ -7,8 +7,8 @@
 /// @code
 ///   // rank r of p: reduce chunk r of every peer's send buffer, scale by 1/p, store bf16.
 ///   const float* srcs[8]; for (int q = 0; q < p; ++q) srcs[q] = peer_send[q] + r * count;
-///   sc::cuda::reduce_sources(srcs, p, out_bf16, count, sc::reduce_op::sum, stream,
-///                            sc::cuda::scale{1.0f / p});
+///   sc::device::reduce_sources(srcs, p, out_bf16, count, sc::reduce_op::sum, stream,
+///                            sc::device::scale{1.0f / p});
 /// @endcode
 
 #include <cuda_runtime_api.h>
@@ -28,7 +28,7 @@
 #define SHARDCAST_MAX_SOURCES 64
 #endif
 
-namespace shardcast::cuda {
+namespace shardcast::device {
 namespace detail {
 
 template <class In>
@@ -114,7 +114,7 @@ template <class In, class Out, class Epi = identity>
 void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
                     Epi epi = {}) {
   SHARDCAST_EXPECTS(nsrc >= 1 && nsrc <= SHARDCAST_MAX_SOURCES,
-                    "shardcast::cuda::reduce_sources: needs 1.." + std::to_string(SHARDCAST_MAX_SOURCES) +
+                    "shardcast::device::reduce_sources: needs 1.." + std::to_string(SHARDCAST_MAX_SOURCES) +
                         " sources, got " + std::to_string(nsrc) + "; raise SHARDCAST_MAX_SOURCES");
   if (count == 0) return;
   detail::source_list<In> s{};
@@ -147,4 +147,4 @@ void apply_epilogue(const In* src, Out* dst, std::size_t count, Epi epi, cudaStr
   reduce_sources<In, Out, Epi>(one, 1, dst, count, reduce_op::sum, stream, epi);
 }
 
-}  // namespace shardcast::cuda
+}  // namespace shardcast::device
