@@ -174,3 +174,15 @@ TEST_CASE("device dtensors redistribute on an nccl mesh (every visible GPU)" * d
     SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
   });
 }
+
+// The snippet of docs/03_gpu.md, compiled here so it cannot rot (not run: it needs a real
+// multi-process NCCL setup).
+[[maybe_unused]] static void gather_rows(ncclComm_t comm, float* d_rows, std::int64_t rows, std::int64_t cols,
+                                          cudaStream_t stream) {
+  sc::nccl::communicator c(comm);                            // wraps; never destroys `comm`
+  auto mesh = sc::make_mesh(c, std::array<int, 1>{c.size()});
+  auto x = sc::make_view<sc::layout<sc::shard<0>>>(mesh, d_rows, std::array<std::int64_t, 2>{rows, cols});
+  auto full = sc::redistribute<sc::layout<sc::replicate>>(x, stream);   // ncclAllGather on `stream`
+  // full.data(): rows*cols floats on this device, valid while `full` lives
+  (void)full;
+}
