@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped, and apt is only touched when
 # something is missing.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ doctest-dev libbenchmark-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+pkgs=(cmake ninja-build g++ doctest-dev libbenchmark-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -138,6 +138,7 @@ BENCHMARK(runtime_plan_4axis);
 /// Collects each run's real time per iteration so main() can print the ratios.
 class ratio_reporter : public benchmark::ConsoleReporter {
  public:
+  ratio_reporter() : ConsoleReporter(OO_Tabular) {}
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs) g_ns[r.benchmark_name()] = r.GetAdjustedRealTime();
     ConsoleReporter::ReportRuns(runs);

@@ -90,15 +90,20 @@ class executor {
     return box_of(l, c);
   }
 
-  /// Do the boxes of the group's members under `l` lie, in group order, as consecutive
-  /// `chunk`-sized runs of `outer`? Then a collective can use the buffer as it is.
+  /// Do the group members' pieces (under the sharded side `l` of the step) lie, in group
+  /// order, as consecutive `chunk`-sized runs of `outer`? True when every axis of the step
+  /// shards one dim d, the dims before d have extent 1 in `outer`, and no piece is padded
+  /// (the members tile `outer`, so equal volumes mean chunk * n == volume).
   bool chunks_in_place(const step& st, const runtime_layout& l, int n, std::size_t chunk, const box& outer) const {
-    for (int q = 0; q < n; ++q) {
-      const box b = member_box(st, l, q);
-      std::int64_t off = 0;
-      if (static_cast<std::size_t>(b.volume()) != chunk || !contiguous_in(b, outer, off) || off != static_cast<std::int64_t>(chunk) * q)
-        return false;
-    }
+    if (chunk * static_cast<std::size_t>(n) != static_cast<std::size_t>(outer.volume())) return false;
+    int d = -1;
+    for (int a = 0; a < N; ++a)
+      if (st.axes >> a & 1u) {
+        if (d >= 0 && l[a].dim != d) return false;
+        d = l[a].dim;
+      }
+    for (int e = 0; e < d; ++e)
+      if (outer.ext[e] != 1) return false;
     return true;
   }
 

@@ -1,0 +1,328 @@
+#pragma once
+/// @file bench/tool/common.hpp
+/// What shardcast-bench and shardcast-bench-mpi share: command-line options with
+/// nccl-tests' meaning, the size sweep, deterministic inputs, the single-rank
+/// reference, bandwidth definitions and the table format.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <shardcast/comm/communicator.hpp>
+#include <shardcast/placement.hpp>
+
+namespace shardcast::bench {
+
+/// The collectives the tool measures.
+enum class coll : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
+
+inline const char* to_string(coll c) {
+  switch (c) {
+    case coll::all_reduce: return "all_reduce";
+    case coll::all_gather: return "all_gather";
+    case coll::reduce_scatter: return "reduce_scatter";
+    case coll::all_to_all: return "all_to_all";
+    case coll::broadcast: return "broadcast";
+  }
+  return "?";
+}
+
+inline bool parse_coll(const std::string& s, coll& out) {
+  for (coll c : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::all_to_all, coll::broadcast})
+    if (s == to_string(c)) {
+      out = c;
+      return true;
+    }
+  return false;
+}
+
+/// True for collectives whose result depends on the reduction operator.
+inline bool has_op(coll c) { return c == coll::all_reduce || c == coll::reduce_scatter; }
+
+/// nccl-tests' bus-bandwidth factor: busbw = algbw * factor.
+inline double busbw_factor(coll c, int n) {
+  switch (c) {
+    case coll::all_reduce: return 2.0 * (n - 1) / n;
+    case coll::all_gather:
+    case coll::reduce_scatter:
+    case coll::all_to_all: return double(n - 1) / n;
+    case coll::broadcast: return 1.0;
+  }
+  return 1.0;
+}
+
+/// Options, with nccl-tests' flag names and meanings.
+struct options {
+  coll op_kind = coll::all_reduce;
+  std::string backend = "host";
+  int ranks = 4;
+  std::size_t min_bytes = 32 * 1024 * 1024, max_bytes = 32 * 1024 * 1024;
+  double factor = 2.0;
+  std::size_t increment = 0;  // -i: additive step; 0 means use -f
+  int iters = 20, warmup = 5, check = 1;
+  dtype type = dtype::f32;
+  reduce_op op = reduce_op::sum;
+  int root = 0;
+  std::string json;
+  std::string vs;       // "mpi" or empty
+  std::string mpi_bin;  // path of shardcast-bench-mpi (--vs mpi)
+  bool roofline = true;
+};
+
+/// "64K" -> 65536; suffixes K, M, G (powers of 1024), as in nccl-tests.
+inline std::size_t parse_size(const std::string& s) {
+  if (s.empty()) throw std::invalid_argument("empty size");
+  std::size_t pos = 0;
+  const double v = std::stod(s, &pos);
+  double mul = 1;
+  if (pos < s.size()) {
+    switch (s[pos]) {
+      case 'k': case 'K': mul = 1024.0; break;
+      case 'm': case 'M': mul = 1024.0 * 1024; break;
+      case 'g': case 'G': mul = 1024.0 * 1024 * 1024; break;
+      default: throw std::invalid_argument("size '" + s + "': unknown suffix (use K, M or G)");
+    }
+    if (pos + 1 != s.size() && !(pos + 2 == s.size() && (s[pos + 1] == 'B' || s[pos + 1] == 'b')))
+      throw std::invalid_argument("size '" + s + "': trailing characters");
+  }
+  if (v < 0) throw std::invalid_argument("size '" + s + "' is negative");
+  return static_cast<std::size_t>(v * mul);
+}
+
+inline bool parse_dtype(const std::string& s, dtype& t) {
+  struct {
+    const char* name;
+    dtype t;
+  } const names[] = {{"float", dtype::f32}, {"float32", dtype::f32}, {"double", dtype::f64}, {"float64", dtype::f64},
+                     {"int32", dtype::i32}, {"int", dtype::i32},     {"int64", dtype::i64},  {"uint32", dtype::u32},
+                     {"uint64", dtype::u64}};
+  for (const auto& n : names)
+    if (s == n.name) {
+      t = n.t;
+      return true;
+    }
+  return false;
+}
+
+inline bool parse_op(const std::string& s, reduce_op& op) {
+  for (reduce_op o : {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::prod})
+    if (s == shardcast::to_string(o)) {
+      op = o;
+      return true;
+    }
+  return false;
+}
+
+/// The sizes swept from -b to -e: multiplied by -f, or stepped by -i when given.
+inline std::vector<std::size_t> sweep(const options& o) {
+  std::vector<std::size_t> v;
+  for (std::size_t s = o.min_bytes; s <= o.max_bytes;) {
+    v.push_back(s);
+    std::size_t next = o.increment ? s + o.increment : static_cast<std::size_t>(static_cast<double>(s) * o.factor);
+    if (next <= s) break;
+    s = next;
+  }
+  return v;
+}
+
+/// Element counts for one row, as nccl-tests computes them: `size` is the bytes of the
+/// larger buffer (the gathered output, the scattered input, the whole all-to-all
+/// buffer), rounded down to a multiple of nranks elements where the collective splits it.
+struct counts {
+  std::size_t bytes;      // size column after rounding
+  std::size_t total;      // count column (elements of the large buffer)
+  std::size_t send, recv; // elements per rank
+  std::size_t arg;        // the count the collective call takes
+};
+
+inline counts counts_for(coll c, std::size_t bytes, std::size_t elem, int n) {
+  const std::size_t nn = static_cast<std::size_t>(n);
+  counts k{};
+  switch (c) {
+    case coll::all_reduce:
+    case coll::broadcast:
+      k.total = bytes / elem;
+      k.send = k.recv = k.arg = k.total;
+      break;
+    case coll::all_gather:
+      k.arg = bytes / elem / nn;
+      k.total = k.arg * nn;
+      k.send = k.arg;
+      k.recv = k.total;
+      break;
+    case coll::reduce_scatter:
+      k.arg = bytes / elem / nn;
+      k.total = k.arg * nn;
+      k.send = k.total;
+      k.recv = k.arg;
+      break;
+    case coll::all_to_all:
+      k.arg = bytes / elem / nn;
+      k.total = k.arg * nn;
+      k.send = k.recv = k.total;
+      break;
+  }
+  k.bytes = k.total * elem;
+  return k;
+}
+
+/// Deterministic input of rank r, element i: small positive integers, so every
+/// reduction over a few ranks is exact in every supported type.
+template <class T>
+inline T input_value(int r, std::size_t i) {
+  return static_cast<T>(1 + (static_cast<std::size_t>(r) * 7 + i * 3) % 5);
+}
+
+template <class T>
+inline void fill_input(T* p, std::size_t n, int r) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = input_value<T>(r, i);
+}
+
+/// Expected element i of rank `me`'s output, computed from every rank's input alone.
+template <class T>
+inline T expected(coll c, reduce_op op, int n, int root, int me, const counts& k, std::size_t i) {
+  auto reduce_at = [&](std::size_t j) {
+    T acc = input_value<T>(0, j);
+    for (int q = 1; q < n; ++q) {
+      const T x = input_value<T>(q, j);
+      switch (op) {
+        case reduce_op::sum:
+        case reduce_op::avg: acc = static_cast<T>(acc + x); break;
+        case reduce_op::prod: acc = static_cast<T>(acc * x); break;
+        case reduce_op::max: acc = std::max(acc, x); break;
+        case reduce_op::min: acc = std::min(acc, x); break;
+      }
+    }
+    if (op == reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(n));
+    return acc;
+  };
+  switch (c) {
+    case coll::all_reduce: return reduce_at(i);
+    case coll::reduce_scatter: return reduce_at(static_cast<std::size_t>(me) * k.arg + i);
+    case coll::all_gather: return input_value<T>(static_cast<int>(i / k.arg), i % k.arg);
+    case coll::all_to_all: {
+      const std::size_t q = i / k.arg;  // the sender
+      return input_value<T>(static_cast<int>(q), static_cast<std::size_t>(me) * k.arg + i % k.arg);
+    }
+    case coll::broadcast: return input_value<T>(root, i);
+  }
+  return T{};
+}
+
+/// Number of output elements of rank `me` that differ from the reference.
+template <class T>
+inline std::int64_t count_wrong(coll c, reduce_op op, int n, int root, int me, const counts& k, const T* out) {
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < k.recv; ++i)
+    if (out[i] != expected<T>(c, op, n, root, me, k, i)) ++wrong;
+  return wrong;
+}
+
+inline void print_usage(const char* prog, bool mpi_tool) {
+  std::fprintf(stderr,
+               "usage: %s all_reduce|all_gather|reduce_scatter|all_to_all|broadcast [options]\n"
+               "%s"
+               "  -b, --minbytes SIZE   smallest size in bytes (K/M/G suffixes), default 32M\n"
+               "  -e, --maxbytes SIZE   largest size in bytes, default 32M\n"
+               "  -f, --stepfactor F    multiply the size by F between rows, default 2\n"
+               "  -i, --stepbytes SIZE  add SIZE between rows instead of -f\n"
+               "  -n, --iters N         timed iterations per size, default 20\n"
+               "  -w, --warmup_iters N  untimed iterations before, default 5\n"
+               "  -c, --check 0|1       check every rank's result against a reference, default 1\n"
+               "  -d, --datatype T      float double int32 int64 uint32 uint64, default float\n"
+               "  -o, --op OP           sum avg max min prod, default sum\n"
+               "  -r, --root R          broadcast root, default 0\n"
+               "  --json FILE           also write the rows as JSON\n",
+               prog,
+               mpi_tool ? "" :
+               "  --backend B           host (built in); mpi, nccl, p2p when built\n"
+               "  --ranks N             number of ranks (host backend), default 4\n"
+               "  --vs mpi              alternate each size with the same collective through MPI\n"
+               "  --mpi-bin PATH        the shardcast-bench-mpi program used by --vs mpi\n"
+               "  --no-roofline         skip the memcpy measurements\n");
+}
+
+/// Parses argv into `o`; returns false (after printing why) on bad input.
+inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
+  if (argc < 2) {
+    print_usage(argv[0], mpi_tool);
+    return false;
+  }
+  const std::string first = argv[1];
+  if (first == "-h" || first == "--help") {
+    print_usage(argv[0], mpi_tool);
+    return false;
+  }
+  if (!parse_coll(first, o.op_kind)) {
+    std::fprintf(stderr, "%s: unknown collective '%s' (use all_reduce, all_gather, reduce_scatter, all_to_all or broadcast)\n",
+                 argv[0], first.c_str());
+    return false;
+  }
+  try {
+    for (int i = 2; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto val = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument("option " + a + " needs a value");
+        return argv[++i];
+      };
+      if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size(val());
+      else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size(val());
+      else if (a == "-f" || a == "--stepfactor") o.factor = std::stod(val());
+      else if (a == "-i" || a == "--stepbytes") o.increment = parse_size(val());
+      else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
+      else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
+      else if (a == "-c" || a == "--check") o.check = std::stoi(val());
+      else if (a == "-r" || a == "--root") o.root = std::stoi(val());
+      else if (a == "-d" || a == "--datatype") {
+        const std::string s = val();
+        if (!parse_dtype(s, o.type)) throw std::invalid_argument("unknown datatype '" + s + "' (float double int32 int64 uint32 uint64)");
+      } else if (a == "-o" || a == "--op") {
+        const std::string s = val();
+        if (!parse_op(s, o.op)) throw std::invalid_argument("unknown op '" + s + "' (sum avg max min prod)");
+      } else if (a == "--json") o.json = val();
+      else if (!mpi_tool && a == "--backend") o.backend = val();
+      else if (!mpi_tool && (a == "--ranks" || a == "-g")) o.ranks = std::stoi(val());
+      else if (!mpi_tool && a == "--vs") o.vs = val();
+      else if (!mpi_tool && a == "--mpi-bin") o.mpi_bin = val();
+      else if (!mpi_tool && a == "--no-roofline") o.roofline = false;
+      else throw std::invalid_argument("unknown option '" + a + "'");
+    }
+    if (o.min_bytes > o.max_bytes) throw std::invalid_argument("-b is larger than -e");
+    if (!o.increment && o.factor <= 1.0 && o.min_bytes != o.max_bytes) throw std::invalid_argument("-f must be greater than 1");
+    if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
+    if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");
+    if (o.ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
+    if (!o.vs.empty() && o.vs != "mpi") throw std::invalid_argument("--vs takes 'mpi'");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+    return false;
+  }
+  return true;
+}
+
+/// Calls f.template operator()<T>() with T the C++ type of `t`.
+template <class F>
+inline void with_dtype(dtype t, F&& f) {
+  switch (t) {
+    case dtype::f32: f.template operator()<float>(); return;
+    case dtype::f64: f.template operator()<double>(); return;
+    case dtype::i32: f.template operator()<std::int32_t>(); return;
+    case dtype::i64: f.template operator()<std::int64_t>(); return;
+    case dtype::u32: f.template operator()<std::uint32_t>(); return;
+    case dtype::u64: f.template operator()<std::uint64_t>(); return;
+    default: throw std::invalid_argument(std::string("datatype ") + to_string(t) + " is not supported by the benchmark");
+  }
+}
+
+inline void json_escape_into(std::string& out, const std::string& s) {
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+}
+
+}  // namespace shardcast::bench

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Turns shardcast-bench --json output into busbw-vs-size PNG charts.
+
+    python3 bench/tool/plot.py out/all_reduce.json [more.json ...] -o docs/bench
+
+One PNG per JSON file (<collective>.png): shardcast's bus bandwidth, the memcpy
+rooflines measured in the same run (single thread and per rank with every rank
+copying), and the MPI baseline's bus bandwidth when the run used --vs mpi.
+"""
+import argparse
+import json
+import os
+import sys
+
+BUSBW_FACTOR = {
+    "all_reduce": lambda n: 2.0 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+
+
+def human(nbytes):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if nbytes < 1024 or unit == "GiB":
+            return f"{nbytes:g} {unit}"
+        nbytes /= 1024.0
+    return f"{nbytes:g}"
+
+
+def plot(path, outdir, plt):
+    with open(path) as f:
+        run = json.load(f)
+    rows = [r for r in run["rows"] if r["size"] > 0]
+    if not rows:
+        print(f"{path}: no rows", file=sys.stderr)
+        return None
+    coll, n = run["collective"], run["ranks"]
+    sizes = [r["size"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(sizes, [r["busbw_gbs"] for r in rows], "o-", label=f"shardcast {run['backend']} busbw")
+    if any(r.get("memcpy1_gbs", 0) > 0 for r in rows):
+        ax.plot(sizes, [r["memcpy1_gbs"] for r in rows], "k--", label="memcpy, 1 thread")
+        ax.plot(sizes, [r["memcpyN_gbs"] for r in rows], "k:", label=f"memcpy per rank, {n} ranks at once")
+    if any(r.get("mpi_time_us", 0) > 0 for r in rows):
+        fac = BUSBW_FACTOR[coll](n)
+        mpi = [(r["size"], r["size"] / (r["mpi_time_us"] * 1e-6) / 1e9 * fac) for r in rows if r.get("mpi_time_us", 0) > 0]
+        ax.plot([s for s, _ in mpi], [b for _, b in mpi], "s-", label="MPI busbw")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes)
+    ax.set_xticklabels([human(s) for s in sizes], rotation=45, ha="right")
+    ax.set_xlabel("size")
+    ax.set_ylabel("GB/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{coll}, {n} ranks, {run['dtype']}" + (f", {run['op']}" if run["op"] != "none" else ""))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    out = os.path.join(outdir, f"{coll}.png")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json", nargs="+", help="files written by shardcast-bench --json")
+    ap.add_argument("-o", "--outdir", default=".", help="directory for the PNGs")
+    args = ap.parse_args()
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot.py needs matplotlib: apt-get install python3-matplotlib (or pip install matplotlib)", file=sys.stderr)
+        return 2
+    os.makedirs(args.outdir, exist_ok=True)
+    for p in args.json:
+        out = plot(p, args.outdir, plt)
+        if out:
+            print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
