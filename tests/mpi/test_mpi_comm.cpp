@@ -1,0 +1,169 @@
+// MPI communicator collectives against references computed from every rank's inputs.
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <shardcast/comm/mpi.hpp>
+
+namespace sc = shardcast;
+
+namespace {
+
+sc::mpi::communicator world() { return sc::mpi::communicator(MPI_COMM_WORLD); }
+
+/// Deterministic small input of rank r at index i.
+template <class T>
+T input(int r, std::size_t i) {
+  return static_cast<T>((r * 5 + static_cast<int>(i) * 3) % 7 + 1);
+}
+
+template <class T>
+T apply(T a, T b, sc::reduce_op op) {
+  switch (op) {
+    case sc::reduce_op::sum: case sc::reduce_op::avg: return static_cast<T>(a + b);
+    case sc::reduce_op::prod: return static_cast<T>(a * b);
+    case sc::reduce_op::max: return a > b ? a : b;
+    case sc::reduce_op::min: return a < b ? a : b;
+  }
+  return a;
+}
+
+template <class T>
+T reference(int nranks, std::size_t i, sc::reduce_op op) {
+  T acc = input<T>(0, i);
+  for (int r = 1; r < nranks; ++r) acc = apply(acc, input<T>(r, i), op);
+  if (op == sc::reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(nranks));
+  return acc;
+}
+
+const sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min,
+                                 sc::reduce_op::prod};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("mpi all_reduce and reduce_scatter, every op", T, float, double, std::int32_t, std::int64_t,
+                   std::uint32_t, std::uint64_t) {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  const std::size_t n = 5;
+  for (sc::reduce_op op : all_ops) {
+    if (op == sc::reduce_op::prod && p > 4) continue;  // keeps products small
+    if (op == sc::reduce_op::avg && !std::is_floating_point_v<T>) continue;  // integer mean truncates
+    CAPTURE(static_cast<int>(op));
+    std::vector<T> in(n), out(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = input<T>(me, i);
+    c.all_reduce(in.data(), out.data(), n, op);
+    for (std::size_t i = 0; i < n; ++i) CHECK(out[i] == reference<T>(p, i, op));
+    c.all_reduce(in.data(), in.data(), n, op);  // in place
+    CHECK(in == out);
+
+    std::vector<T> big(n * static_cast<std::size_t>(p)), part(n);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = input<T>(me, i);
+    c.reduce_scatter(big.data(), part.data(), n, op);
+    for (std::size_t i = 0; i < n; ++i) CHECK(part[i] == reference<T>(p, static_cast<std::size_t>(me) * n + i, op));
+    c.reduce_scatter(big.data(), big.data() + static_cast<std::size_t>(me) * n, n, op);  // in place
+    for (std::size_t i = 0; i < n; ++i) CHECK(big[static_cast<std::size_t>(me) * n + i] == part[i]);
+  }
+}
+
+TEST_CASE_TEMPLATE("mpi all_gather, all_to_all, broadcast", T, float, std::int8_t, std::uint8_t, std::int64_t) {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  const std::size_t n = 3, P = static_cast<std::size_t>(p);
+  std::vector<T> in(n), all(n * P);
+  for (std::size_t i = 0; i < n; ++i) in[i] = input<T>(me, i);
+  c.all_gather(in.data(), all.data(), n);
+  for (int r = 0; r < p; ++r)
+    for (std::size_t i = 0; i < n; ++i) CHECK(all[static_cast<std::size_t>(r) * n + i] == input<T>(r, i));
+
+  std::vector<T> s(n * P), r(n * P);
+  // rank me sends to peer q the values input(me, q*n + i)
+  for (std::size_t i = 0; i < s.size(); ++i) s[i] = input<T>(me, i);
+  c.all_to_all(s.data(), r.data(), n);
+  for (int q = 0; q < p; ++q)
+    for (std::size_t i = 0; i < n; ++i)
+      CHECK(r[static_cast<std::size_t>(q) * n + i] == input<T>(q, static_cast<std::size_t>(me) * n + i));
+
+  for (int root = 0; root < p; ++root) {
+    std::vector<T> b(n);
+    for (std::size_t i = 0; i < n; ++i) b[i] = me == root ? input<T>(root, i) : T(0);
+    c.broadcast(b.data(), n, root);
+    for (std::size_t i = 0; i < n; ++i) CHECK(b[i] == input<T>(root, i));
+  }
+  c.barrier();
+}
+
+TEST_CASE("mpi all_to_allv with uneven counts, including empty ones") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  // rank a sends (a + b) % 3 elements to rank b, valued 1000*a + 10*b + i.
+  auto cnt = [](int a, int b) { return static_cast<std::size_t>((a + b) % 3); };
+  std::vector<std::size_t> sc_(p), sd(p), rc(p), rd(p);
+  std::size_t st = 0, rt = 0;
+  for (int q = 0; q < p; ++q) {
+    sc_[q] = cnt(me, q); sd[q] = st; st += sc_[q];
+    rc[q] = cnt(q, me); rd[q] = rt; rt += rc[q];
+  }
+  std::vector<std::int32_t> s(st + 1), r(rt + 1, -1);
+  for (int q = 0; q < p; ++q)
+    for (std::size_t i = 0; i < sc_[q]; ++i) s[sd[q] + i] = 1000 * me + 10 * q + static_cast<int>(i);
+  c.all_to_allv(s.data(), sc_.data(), sd.data(), r.data(), rc.data(), rd.data());
+  for (int q = 0; q < p; ++q)
+    for (std::size_t i = 0; i < rc[q]; ++i) CHECK(r[rd[q] + i] == 1000 * q + 10 * me + static_cast<int>(i));
+}
+
+TEST_CASE("mpi send and recv around a ring") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  if (p < 2) return;
+  std::vector<double> out(4), in(4);
+  for (std::size_t i = 0; i < 4; ++i) out[i] = input<double>(me, i);
+  const int next = (me + 1) % p, prev = (me + p - 1) % p;
+  if (me % 2 == 0) {
+    c.send(out.data(), 4, next);
+    c.recv(in.data(), 4, prev);
+  } else {
+    c.recv(in.data(), 4, prev);
+    c.send(out.data(), 4, next);
+  }
+  for (std::size_t i = 0; i < 4; ++i) CHECK(in[i] == input<double>(prev, i));
+}
+
+TEST_CASE("mpi split: groups by color, ordered by key, null for negative color") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  // color = rank % 2, key reverses the order.
+  auto g = c.split(me % 2, p - me);
+  int members = 0;
+  for (int r = 0; r < p; ++r) members += (r % 2 == me % 2);
+  REQUIRE(g.size() == members);
+  int higher = 0;  // same color and a larger world rank come first (smaller key)
+  for (int r = me + 1; r < p; ++r) higher += (r % 2 == me % 2);
+  CHECK(g.rank() == higher);
+  std::int32_t v = me, s = 0;
+  g.all_reduce(&v, &s, 1, sc::reduce_op::sum);
+  std::int32_t ref = 0;
+  for (int r = 0; r < p; ++r) if (r % 2 == me % 2) ref += r;
+  CHECK(s == ref);
+  auto sub = g.split(0, 0);  // split of a split
+  CHECK(sub.size() == g.size());
+  auto none = c.split(me == 0 ? -1 : 0, 0);
+  CHECK(static_cast<bool>(none) == (me != 0));
+  if (me == 0) CHECK_THROWS_AS(none.barrier(), sc::comm_error);
+  else CHECK(none.size() == p - 1);
+}
+
+TEST_CASE("mpi errors become comm_error with MPI's message") {
+  auto c = world();
+  auto g = c.split(0, c.rank());
+  float x = 1;
+  try {
+    g.send(&x, 1, g.size() + 3);  // invalid peer
+    FAIL("expected comm_error");
+  } catch (const sc::comm_error& e) {
+    CHECK(std::string(e.what()).find("MPI_Send") != std::string::npos);
+  }
+  CHECK_THROWS_AS(g.broadcast(&x, static_cast<std::size_t>(INT_MAX) + 1, 0), sc::comm_error);
+}
