@@ -115,6 +115,8 @@ struct channel {
   std::size_t count = 0;
   dtype type = dtype::f32;
   bool posted = false, done = false, mismatch = false;
+  std::size_t sent_count = 0;  ///< on a mismatch: what the sender offered
+  dtype sent_type = dtype::f32;
 };
 
 /// State of one communicator (a group of ranks): barrier, slots, channels.
@@ -286,6 +288,8 @@ class communicator {
     g_->wait(ch.cv, lk, [&] { return ch.posted && !ch.done; }, "send");
     if (ch.count != count || ch.type != dtype_of<T>::value) {
       ch.mismatch = true;
+      ch.sent_count = count;
+      ch.sent_type = dtype_of<T>::value;
       ch.done = true;
       const std::string msg = "shardcast::host::send: rank " + std::to_string(rank_) + " sends " + std::to_string(count) + " " +
                               to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
@@ -323,7 +327,8 @@ class communicator {
     ch.done = false;
     if (bad)
       throw comm_error("shardcast::host::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
-                       to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent a different count or type");
+                       to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent " +
+                       std::to_string(ch.sent_count) + " " + to_string(ch.sent_type));
   }
 
   void barrier() {

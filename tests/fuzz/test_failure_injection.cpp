@@ -1,0 +1,140 @@
+// Failure injection on the host backend: every case must end, on every rank, with
+// sc::comm_error or the original exception, well within the configured timeout.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <shardcast/comm/host.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sc = shardcast;
+
+namespace {
+struct injected : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const sc::host::options opts{std::chrono::milliseconds(200)};
+
+// Runs f on n ranks; returns the message of the exception run() rethrew (empty if none),
+// counts ranks that saw comm_error, and checks the whole run ended in bounded time.
+template <class F>
+std::string run_case(int n, F f, std::atomic<int>& comm_errors) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  try {
+    sc::host::run(
+        n,
+        [&](sc::host::communicator& c) {
+          try {
+            f(c);
+          } catch (const sc::comm_error&) {
+            ++comm_errors;
+            throw;
+          }
+        },
+        opts);
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  CHECK(dt < std::chrono::seconds(5));
+  return what;
+}
+}  // namespace
+
+TEST_CASE("a rank throws before a collective: peers get comm_error, run rethrows the original") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(4, [](sc::host::communicator& c) {
+    if (c.rank() == 2) throw injected("boom before");
+    std::vector<int> a(8, 1), b(8);
+    c.all_reduce(a.data(), b.data(), a.size(), sc::reduce_op::sum);
+  }, ce);
+  CHECK(w.find("boom before") != std::string::npos);
+  CHECK(ce.load() == 3);
+}
+
+TEST_CASE("a rank throws between two collectives") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(3, [](sc::host::communicator& c) {
+    std::vector<float> a(5, 1.0f), b(15);
+    c.all_gather(a.data(), b.data(), a.size());
+    if (c.rank() == 0) throw injected("boom during");
+    c.all_gather(a.data(), b.data(), a.size());
+  }, ce);
+  CHECK(w.find("boom during") != std::string::npos);
+  CHECK(ce.load() == 2);
+}
+
+TEST_CASE("a rank throws after the last collective: the others finish, run rethrows") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(4, [](sc::host::communicator& c) {
+    std::vector<int> a(4, c.rank()), b(4);
+    c.all_reduce(a.data(), b.data(), a.size(), sc::reduce_op::max);
+    CHECK(b[0] == 3);
+    if (c.rank() == 3) throw injected("boom after");
+  }, ce);
+  CHECK(w.find("boom after") != std::string::npos);
+  CHECK(ce.load() == 0);
+}
+
+TEST_CASE("ranks call different collectives") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(2, [](sc::host::communicator& c) {
+    std::vector<int> a(4, 1), b(8);
+    if (c.rank() == 0) c.all_reduce(a.data(), b.data(), 4, sc::reduce_op::sum);
+    else c.all_gather(a.data(), b.data(), 4);
+  }, ce);
+  CHECK(w.find("mismatched") != std::string::npos);
+  CHECK(w.find("all_reduce") != std::string::npos);
+  CHECK(w.find("all_gather") != std::string::npos);
+  CHECK(ce.load() == 2);
+}
+
+TEST_CASE("ranks pass different sizes: the message names every size") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(3, [](sc::host::communicator& c) {
+    const std::size_t n = c.rank() == 1 ? 7 : 5;
+    std::vector<double> a(n, 1.0), b(n);
+    c.all_reduce(a.data(), b.data(), n, sc::reduce_op::sum);
+  }, ce);
+  CHECK(w.find("count=5") != std::string::npos);
+  CHECK(w.find("count=7") != std::string::npos);
+  CHECK(ce.load() == 3);
+}
+
+TEST_CASE("one rank never arrives: the others time out with comm_error") {
+  std::atomic<int> ce{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string w = run_case(3, [](sc::host::communicator& c) {
+    if (c.rank() == 1) return;  // skips the collective entirely
+    c.barrier();
+  }, ce);
+  CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(150));
+  CHECK(w.find("timed out") != std::string::npos);
+  CHECK(ce.load() == 2);
+}
+
+TEST_CASE("send/recv count mismatch names both sizes") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(2, [](sc::host::communicator& c) {
+    std::vector<int> buf(10, 3);
+    if (c.rank() == 0) c.send(buf.data(), 6, 1);
+    else c.recv(buf.data(), 4, 0);
+  }, ce);
+  CHECK(w.find('6') != std::string::npos);
+  CHECK(w.find('4') != std::string::npos);
+  CHECK(ce.load() == 2);
+}
+
+TEST_CASE("send without a matching recv times out") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(2, [](sc::host::communicator& c) {
+    std::vector<int> buf(3, 1);
+    if (c.rank() == 0) c.send(buf.data(), 3, 1);
+  }, ce);
+  CHECK(w.find("timed out") != std::string::npos);
+  CHECK(ce.load() == 1);
+}
