@@ -149,8 +149,7 @@ struct group_state {
       if (now >= deadline) {
         std::string msg = std::string("shardcast::host: ") + where + " timed out after " +
                           std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
-        lk.unlock();
-        world->abort(msg);
+        world->abort(msg);  // takes only the world's mutex, never a group's: no lock order to break
         throw comm_error(msg);
       }
       c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
@@ -171,6 +170,8 @@ struct group_state {
     try {
       wait(cv, lk, [&] { return generation != gen; }, where);
     } catch (...) {
+      // wait() may have released the lock on its way out (timeout path).
+      if (!lk.owns_lock()) lk.lock();
       --arrived;
       throw;
     }
