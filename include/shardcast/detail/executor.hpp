@@ -30,28 +30,6 @@ void member_coord(unsigned axes, const int* shape, const int* coord, int q, int*
     }
 }
 
-/// Is `inner` stored in `outer` (row-major) as one contiguous run? Sets its linear offset.
-inline bool contiguous_in(const box& inner, const box& outer, std::int64_t& offset) {
-  const int R = inner.rank;
-  offset = 0;
-  std::int64_t stride = 1;
-  bool partial_dim_seen = false;
-  for (int d = R - 1; d >= 0; --d) {
-    offset += (inner.off[d] - outer.off[d]) * stride;
-    stride *= outer.ext[d];
-  }
-  // Contiguous iff, scanning from the innermost dim, every dim is full until the first
-  // non-full dim, after which every dim has extent 1.
-  for (int d = R - 1; d >= 0; --d) {
-    if (partial_dim_seen) {
-      if (inner.ext[d] > 1) return false;
-    } else if (inner.ext[d] != outer.ext[d]) {
-      partial_dim_seen = true;
-    }
-  }
-  return true;
-}
-
 template <class T, class Mesh>
 class executor {
   static constexpr int N = Mesh::naxes;
