@@ -1,0 +1,131 @@
+#pragma once
+/// @file ops/functors.hpp
+/// Elementwise functors for `map`/`zip` and the parallel layers, usable on the host and,
+/// compiled by nvcc, inside kernels (SHARDCAST_HOST_DEVICE). They live in
+/// `shardcast::fn` so that the tensor-level operators (`shardcast::add`, ...) keep the
+/// short names.
+///
+/// Narrow types (half, bfloat16, fp8) are computed in float: the functors convert with
+/// `static_cast`, so any type convertible to and from float works.
+///
+/// @code
+///   namespace fn = shardcast::fn;
+///   float y = fn::gelu(0.5f);             // 0.3457...
+///   float g = fn::gelu_grad(0.5f, 1.0f);  // dL/dx for dL/dy = 1
+/// @endcode
+
+#include <cmath>
+#include <type_traits>
+
+#include "../config.hpp"
+
+namespace shardcast::fn {
+
+namespace detail {
+/// The type transcendental functions are evaluated in: double for double, float otherwise.
+template <class T>
+using math_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, long double>, double, float>;
+}  // namespace detail
+
+/// a + b
+struct add_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a + b); }
+};
+/// a - b
+struct sub_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a - b); }
+};
+/// a * b
+struct mul_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a * b); }
+};
+/// x * factor (the factor is stored in the functor; it converts to T at the call).
+template <class S>
+struct scale_fn {
+  S factor;
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return static_cast<T>(x * static_cast<T>(factor)); }
+};
+/// The identity map.
+struct identity_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return x; }
+};
+
+/// max(x, 0)
+struct relu_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return x > T(0) ? x : T(0); }
+};
+/// dy * relu'(x), with relu'(0) = 0 (PyTorch's choice).
+struct relu_grad_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x, T dy) const { return x > T(0) ? dy : T(0); }
+};
+
+/// GELU, tanh approximation (PyTorch `gelu(approximate="tanh")`, Megatron-LM's `gelu_impl`):
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct gelu_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    using M = detail::math_t<T>;
+    const M v = static_cast<M>(x);
+    const M k = M(0.7978845608028654);  // sqrt(2/pi)
+    using std::tanh;
+    return static_cast<T>(M(0.5) * v * (M(1) + tanh(k * (v + M(0.044715) * v * v * v))));
+  }
+};
+/// dy * gelu'(x) for the tanh approximation.
+struct gelu_grad_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x, T dy) const {
+    using M = detail::math_t<T>;
+    const M v = static_cast<M>(x);
+    const M k = M(0.7978845608028654);
+    using std::tanh;
+    const M t = tanh(k * (v + M(0.044715) * v * v * v));
+    const M d = M(0.5) * (M(1) + t) + M(0.5) * v * (M(1) - t * t) * k * (M(1) + M(3) * M(0.044715) * v * v);
+    return static_cast<T>(static_cast<M>(dy) * d);
+  }
+};
+
+/// SiLU (swish): x * sigmoid(x).
+struct silu_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    using M = detail::math_t<T>;
+    const M v = static_cast<M>(x);
+    using std::exp;
+    return static_cast<T>(v / (M(1) + exp(-v)));
+  }
+};
+/// dy * silu'(x) = dy * s (1 + x (1 - s)), s = sigmoid(x).
+struct silu_grad_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x, T dy) const {
+    using M = detail::math_t<T>;
+    const M v = static_cast<M>(x);
+    using std::exp;
+    const M s = M(1) / (M(1) + exp(-v));
+    return static_cast<T>(static_cast<M>(dy) * s * (M(1) + v * (M(1) - s)));
+  }
+};
+
+inline constexpr add_fn add{};
+inline constexpr sub_fn sub{};
+inline constexpr mul_fn mul{};
+inline constexpr identity_fn identity{};
+inline constexpr relu_fn relu{};
+inline constexpr relu_grad_fn relu_grad{};
+inline constexpr gelu_fn gelu{};
+inline constexpr gelu_grad_fn gelu_grad{};
+inline constexpr silu_fn silu{};
+inline constexpr silu_grad_fn silu_grad{};
+/// `fn::scale(2.0f)` multiplies by 2.
+template <class S>
+SHARDCAST_HOST_DEVICE constexpr scale_fn<S> scale(S factor) { return scale_fn<S>{factor}; }
+
+}  // namespace shardcast::fn
