@@ -33,30 +33,9 @@
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../placement.hpp"
+#include "gemm.hpp"
 
 namespace shardcast {
-
-/// Default local GEMM: C[m,n] = A[m,k] * B[k,n], row-major with leading dimensions,
-/// cache-blocked, host memory. C is overwritten.
-struct host_gemm {
-  template <class T>
-  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c,
-                  std::int64_t ldc) const {
-    for (std::int64_t i = 0; i < m; ++i)
-      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = T{};
-    constexpr std::int64_t bs = 64;
-    for (std::int64_t i0 = 0; i0 < m; i0 += bs)
-      for (std::int64_t p0 = 0; p0 < k; p0 += bs)
-        for (std::int64_t j0 = 0; j0 < n; j0 += bs) {
-          const std::int64_t i1 = std::min(m, i0 + bs), p1 = std::min(k, p0 + bs), j1 = std::min(n, j0 + bs);
-          for (std::int64_t i = i0; i < i1; ++i)
-            for (std::int64_t p = p0; p < p1; ++p) {
-              const T av = a[i * lda + p];
-              for (std::int64_t j = j0; j < j1; ++j) c[i * ldc + j] += av * b[p * ldb + j];
-            }
-        }
-  }
-};
 
 namespace detail {
 template <class...>
