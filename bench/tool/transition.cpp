@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <shardcast/comm/counting.hpp>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/distribute.hpp>
 #include <shardcast/explain.hpp>
@@ -24,80 +25,7 @@ namespace sc = shardcast;
 
 namespace shardcast::bench {
 
-/// Forwards every call to an inner communicator and adds the elements this rank sends
-/// to a counter shared with the communicators split from it. Sent elements per call,
-/// for a group of n: all_gather (n-1)*count, reduce_scatter (n-1)*count, all_reduce
-/// 2(n-1)/n*count, all_to_all (n-1)*count, all_to_allv the counts to other ranks,
-/// broadcast count on the root, send count.
-template <class Inner>
-class counting_communicator {
- public:
-  using memory_space = typename Inner::memory_space;
-  using stream_type = typename Inner::stream_type;
-
-  counting_communicator(Inner inner, std::shared_ptr<std::atomic<double>> bytes) : inner_(std::move(inner)), bytes_(std::move(bytes)) {}
-
-  int rank() const { return inner_.rank(); }
-  int size() const { return inner_.size(); }
-  double bytes() const { return bytes_->load(); }
-  void reset() { bytes_->store(0); }
-
-  template <class T>
-  void all_reduce(const T* s, T* r, std::size_t c, reduce_op op, stream_type st = {}) {
-    add<T>(2.0 * (size() - 1) / size() * static_cast<double>(c));
-    inner_.all_reduce(s, r, c, op, st);
-  }
-  template <class T>
-  void all_gather(const T* s, T* r, std::size_t c, stream_type st = {}) {
-    add<T>(static_cast<double>(size() - 1) * static_cast<double>(c));
-    inner_.all_gather(s, r, c, st);
-  }
-  template <class T>
-  void reduce_scatter(const T* s, T* r, std::size_t c, reduce_op op, stream_type st = {}) {
-    add<T>(static_cast<double>(size() - 1) * static_cast<double>(c));
-    inner_.reduce_scatter(s, r, c, op, st);
-  }
-  template <class T>
-  void all_to_all(const T* s, T* r, std::size_t c, stream_type st = {}) {
-    add<T>(static_cast<double>(size() - 1) * static_cast<double>(c));
-    inner_.all_to_all(s, r, c, st);
-  }
-  template <class T>
-  void all_to_allv(const T* s, const std::size_t* sc_, const std::size_t* sd, T* r, const std::size_t* rc, const std::size_t* rd,
-                   stream_type st = {}) {
-    double e = 0;
-    for (int q = 0; q < size(); ++q)
-      if (q != rank()) e += static_cast<double>(sc_[q]);
-    add<T>(e);
-    inner_.all_to_allv(s, sc_, sd, r, rc, rd, st);
-  }
-  template <class T>
-  void broadcast(T* b, std::size_t c, int root, stream_type st = {}) {
-    if (rank() == root) add<T>(static_cast<double>(c));
-    inner_.broadcast(b, c, root, st);
-  }
-  template <class T>
-  void send(const T* b, std::size_t c, int peer, stream_type st = {}) {
-    add<T>(static_cast<double>(c));
-    inner_.send(b, c, peer, st);
-  }
-  template <class T>
-  void recv(T* b, std::size_t c, int peer, stream_type st = {}) {
-    inner_.recv(b, c, peer, st);
-  }
-  void barrier() { inner_.barrier(); }
-  counting_communicator split(int color, int key) const { return counting_communicator(inner_.split(color, key), bytes_); }
-
- private:
-  template <class T>
-  void add(double elements) {
-    bytes_->fetch_add(elements * sizeof(T));
-  }
-  Inner inner_;
-  std::shared_ptr<std::atomic<double>> bytes_;
-};
-
-static_assert(communicator<counting_communicator<host::communicator>>);
+using shardcast::counting_communicator;
 
 namespace {
 
@@ -159,7 +87,7 @@ int run(const transition_options& o) {
   double secs = 0;
   std::atomic<long long> wrong{0};
   host::run(nranks, [&](host::communicator& hc) {
-    counting_communicator<host::communicator> cc(hc, std::make_shared<std::atomic<double>>(0.0));
+    counting_communicator<host::communicator> cc(hc);
     auto m = make_mesh(cc, shape);
     auto x = distribute(m, src, global, ext);
     for (int i = 0; i < o.warmup; ++i) (void)redistribute(x, dst);

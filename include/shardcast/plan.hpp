@@ -4,24 +4,29 @@
 /// (collectives over sets of mesh axes, and local slice/pad/identity steps) that moves
 /// the fewest elements per rank, ties broken by fewer collectives, then fewer steps.
 ///
-/// The search is a shortest path over intermediate layouts in which every axis holds its
-/// source placement, its target placement or `replicate`. A step changes a set of axes
+/// The search is a shortest path (Dijkstra) over intermediate layouts: every layout
+/// when there are at most `max_full_search_states` of them, else those in which every
+/// axis holds its source placement, its target placement or `replicate`. A step changes a set of axes
 /// with one kind of move; same-kind moves on several axes become one collective over
 /// the flattened sub-communicator of those axes. Nesting rules (several axes sharding
 /// one dim nest in increasing axis order) decide which steps are valid: a step may only
 /// gather, scatter, slice or pad an axis that is innermost for the dims it touches
 /// among the axes the step leaves alone.
 ///
-/// Example, rank-2 tensor, "P(sum),S(0)" -> "S(0),R": reducing the small shards first is
-/// cheaper than gathering then reduce-scattering, so the plan is
-///   1. all_reduce(sum) axes {0}   P(sum),S(0) -> R,S(0)
-///   2. all_gather      axes {1}   R,S(0)      -> R,R
-///   3. local_slice     axes {0}   R,R         -> S(0),R
+/// Example, rank-2 tensor of 64x64 on a 4x4 mesh, "P(sum),S(0)" -> "S(0),R". All-reducing
+/// the row shards and gathering them sends 1536 + 3072 elements per rank; the planner
+/// passes through layouts that neither end mentions and sends 768 + 256 + 768:
+///   1. reduce_scatter(sum) axes {0}    P(sum),S(0) -> S(1),S(0)
+///   2. all_to_all          axes {0,1}  S(1),S(0)   -> S(0),S(1)
+///   3. all_gather          axes {1}    S(0),S(1)   -> S(0),R
 ///
 /// The same code runs at compile time (static_plan, costed on a canonical mesh where
 /// every axis has size 4) and at run time with the real mesh shape and extents.
+/// tests/host/test_plan_table.cpp checks the choice for every layout pair against an
+/// independent brute-force search and the predicted bytes against a counting communicator.
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "layout.hpp"
@@ -62,14 +67,14 @@ struct step {
   runtime_layout from, to;
 };
 
-inline constexpr int max_plan_steps = 3 * SHARDCAST_MAX_AXES + 4;
+inline constexpr int max_plan_steps = 4 * SHARDCAST_MAX_AXES + 4;
 
 /// A plan: the steps in order, and what the planner predicted they cost.
 struct plan {
   step steps[max_plan_steps]{};
   int nsteps = 0;
   runtime_layout src, dst;
-  double elements = 0;  ///< predicted elements sent per rank (the busiest rank)
+  double elements = 0;  ///< predicted elements sent: the sum over steps of what the busiest rank of each step sends
   int collectives = 0;
 
   constexpr const step& operator[](int i) const { return steps[i]; }
@@ -131,7 +136,75 @@ constexpr bool move_of(step_kind k, const placement_desc& c, const placement_des
   return false;
 }
 
-/// Elements sent per rank by a step (the busiest rank; padding included).
+/// What the busiest rank sends in an all-to-all from `from` to `to`: the parts of its
+/// piece that the other members of its group hold afterwards. The members' target
+/// pieces are disjoint and cover the rank's piece, so that is the piece's volume minus
+/// its overlap with the rank's own target piece, maximised over the ranks.
+///
+/// When every axis that shards a dim has the same size s and every such dim divides
+/// evenly, a rank's interval on dim d is the set of indices whose leading base-s digits
+/// are its coordinates on the axes sharding d, in nesting order. Two such intervals meet
+/// only if the coordinates agree on the common prefix of the two axis lists, so some rank
+/// keeps nothing (and sends its whole piece) as soon as one dim's lists differ within
+/// their common prefix; otherwise every rank keeps the finer of the two intervals on
+/// every dim. Other meshes enumerate the coordinates of the axes that shard anything.
+constexpr double all_to_all_busiest(const runtime_layout& from, const runtime_layout& to, const int* shape, const std::int64_t* ext,
+                                    int rank) {
+  const int n = from.naxes;
+  int rel[SHARDCAST_MAX_AXES]{};
+  int nrel = 0, s = 0;
+  bool uniform = true;
+  for (int a = 0; a < n; ++a)
+    if (from[a].is_shard() || to[a].is_shard()) {
+      rel[nrel++] = a;
+      if (s == 0) s = shape[a];
+      uniform = uniform && shape[a] == s;
+    }
+  if (nrel == 0) return 0;
+  if (uniform) {
+    std::int64_t piece = 1, keep = 1;
+    bool disjoint_possible = false;
+    for (int d = 0; d < rank && uniform; ++d) {
+      int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
+      int nf = 0, nt = 0;
+      for (int a = 0; a < n; ++a) {
+        if (from[a].is_shard(d)) fa[nf++] = a;
+        if (to[a].is_shard(d)) ta[nt++] = a;
+      }
+      const int deep = nf > nt ? nf : nt;
+      std::int64_t parts_f = 1, parts_deep = 1;
+      for (int i = 0; i < deep; ++i) {
+        if (i < nf) parts_f *= s;
+        parts_deep *= s;
+      }
+      if (ext[d] % parts_deep != 0) uniform = false;  // an uneven split: enumerate instead
+      piece *= ext[d] / parts_f;
+      keep *= ext[d] / parts_deep;
+      for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s > 1);
+    }
+    if (uniform) return static_cast<double>(disjoint_possible ? piece : piece - keep);
+  }
+  int coord[SHARDCAST_MAX_AXES]{};
+  std::int64_t worst = 0;
+  while (true) {
+    const box f = local_box(from, shape, coord, ext, rank);
+    const box t = local_box(to, shape, coord, ext, rank);
+    const std::int64_t sent = f.volume() - intersect(f, t).volume();
+    worst = sent > worst ? sent : worst;
+    int i = nrel - 1;  // odometer over the relevant axes
+    for (; i >= 0; --i) {
+      if (++coord[rel[i]] < shape[rel[i]]) break;
+      coord[rel[i]] = 0;
+    }
+    if (i < 0) break;
+  }
+  return static_cast<double>(worst);
+}
+
+/// Elements sent by the busiest rank in a step (padding of uneven pieces included):
+/// all_gather (n-1) x largest piece, reduce_scatter (n-1) x largest target piece,
+/// all_reduce 2(n-1)/n x piece (the bandwidth-optimal algorithms' traffic), all_to_all
+/// exactly what leaves the busiest rank; local steps send nothing.
 constexpr double step_cost(const step& s, const int* shape, const std::int64_t* ext, int rank) {
   const int n = group_size(s.axes, shape, s.from.naxes);
   const double N = n;
@@ -139,7 +212,7 @@ constexpr double step_cost(const step& s, const int* shape, const std::int64_t* 
     case step_kind::all_gather: return (N - 1) * static_cast<double>(max_volume(s.from, shape, ext, rank));
     case step_kind::reduce_scatter: return (N - 1) * static_cast<double>(max_volume(s.to, shape, ext, rank));
     case step_kind::all_reduce: return 2.0 * (N - 1) / N * static_cast<double>(max_volume(s.from, shape, ext, rank));
-    case step_kind::all_to_all: return (N - 1) / N * static_cast<double>(max_volume(s.from, shape, ext, rank));
+    case step_kind::all_to_all: return all_to_all_busiest(s.from, s.to, shape, ext, rank);
     default: return 0;
   }
 }
@@ -160,9 +233,65 @@ struct cost {
 
 }  // namespace detail
 
+/// Largest search space (number of intermediate layouts) the planner explores in full
+/// at run time; above it, each axis only passes through its source, its target and
+/// replicate. At compile time (static plans) the bound is max_full_search_states_static,
+/// which keeps a static plan's evaluation within compilers' default constexpr budgets.
+inline constexpr long max_full_search_states = 4096;
+inline constexpr long max_full_search_states_static = 256;
+
+namespace detail {
+/// A binary min-heap of (cost, state) for the planner's Dijkstra search (constexpr-friendly).
+struct plan_heap {
+  struct item {
+    cost c;
+    int state;
+  };
+  std::vector<item> v;
+  constexpr bool empty() const { return v.empty(); }
+  constexpr void push(const cost& c, int s) {
+    v.push_back({c, s});
+    std::size_t i = v.size() - 1;
+    while (i > 0) {
+      const std::size_t up = (i - 1) / 2;
+      if (!(v[i].c < v[up].c)) break;
+      const item t = v[i];
+      v[i] = v[up];
+      v[up] = t;
+      i = up;
+    }
+  }
+  constexpr item pop() {
+    const item top = v[0];
+    v[0] = v.back();
+    v.pop_back();
+    std::size_t i = 0;
+    while (true) {
+      const std::size_t l = 2 * i + 1, r = l + 1;
+      std::size_t m = i;
+      if (l < v.size() && v[l].c < v[m].c) m = l;
+      if (r < v.size() && v[r].c < v[m].c) m = r;
+      if (m == i) break;
+      const item t = v[i];
+      v[i] = v[m];
+      v[m] = t;
+      i = m;
+    }
+    return top;
+  }
+};
+}  // namespace detail
+
 /// Plans the conversion of a rank-`rank` tensor of global extents `ext` on a mesh of
 /// shape `shape` from layout `src` to layout `dst`. Throws layout_error for layouts
 /// that do not fit (at compile time: a compile error).
+///
+/// The plan is optimal (fewest elements sent by the busiest rank, then fewest
+/// collectives, then fewest steps) over every sequence of steps whose intermediate
+/// layouts use any placement on any axis, whenever that space has at most
+/// `max_full_search_states` layouts ((rank + 2)^naxes for one reduce op: e.g. every
+/// rank-2 tensor on up to 6 axes, rank 4 on up to 4); beyond that, over intermediate
+/// layouts whose axes hold their source placement, target placement or replicate.
 constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
   const int n = src.naxes;
   if (src.naxes != dst.naxes) throw layout_error("shardcast::make_plan: source and target layouts have different numbers of placements");
@@ -172,21 +301,44 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
     if ((src[a].is_shard() && src[a].dim >= rank) || (dst[a].is_shard() && dst[a].dim >= rank))
       throw layout_error("shardcast::make_plan: a shard dim is not below the tensor's rank");
 
-  // Candidate placements per axis: source, target, replicate (deduplicated).
-  placement_desc cand[SHARDCAST_MAX_AXES][3]{};
+  reduce_op ops[2] = {reduce_op::sum, reduce_op::sum};
+  int nops = 0;
+  for (const runtime_layout* l : {&src, &dst})
+    for (int a = 0; a < n; ++a)
+      if ((*l)[a].is_partial()) {
+        bool have = false;
+        for (int i = 0; i < nops; ++i) have = have || ops[i] == (*l)[a].op;
+        if (!have) ops[nops++] = (*l)[a].op;
+      }
+
+  // Candidate placements per axis: every placement when the whole space is small enough,
+  // else source, target and replicate.
+  const int per_axis = 1 + rank + nops;
+  const long bound = std::is_constant_evaluated() ? max_full_search_states_static : max_full_search_states;
+  long full = 1;
+  for (int a = 0; a < n && full <= bound; ++a) full *= per_axis;
+  const bool search_all = full <= bound;
+  placement_desc cand[SHARDCAST_MAX_AXES][1 + SHARDCAST_MAX_RANK + 2]{};
   int ncand[SHARDCAST_MAX_AXES]{};
   int radix[SHARDCAST_MAX_AXES]{};
   int nstates = 1;
   for (int a = 0; a < n; ++a) {
-    placement_desc opts[3] = {src[a], dst[a], placement_desc::make_replicate()};
-    for (auto& o : opts) {
+    auto add = [&](const placement_desc& o) {
       bool dup = false;
       for (int i = 0; i < ncand[a]; ++i) dup = dup || cand[a][i] == o;
       if (!dup) cand[a][ncand[a]++] = o;
+    };
+    add(src[a]);
+    add(dst[a]);
+    add(placement_desc::make_replicate());
+    if (search_all) {
+      for (int d = 0; d < rank; ++d) add(placement_desc::make_shard(d));
+      for (int i = 0; i < nops; ++i) add(placement_desc::make_partial(ops[i]));
     }
     radix[a] = nstates;
     nstates *= ncand[a];
   }
+  if (nops == 0) nops = 1;
   auto decode = [&](int s) {
     runtime_layout l;
     l.naxes = n;
@@ -204,48 +356,38 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   std::vector<int> prev(static_cast<std::size_t>(nstates), -1);
   std::vector<step> via(static_cast<std::size_t>(nstates));
   reached[0] = true;
-
-  reduce_op ops[2] = {reduce_op::sum, reduce_op::sum};
-  int nops = 0;
-  for (const runtime_layout* l : {&src, &dst})
-    for (int a = 0; a < n; ++a)
-      if ((*l)[a].is_partial()) {
-        bool have = false;
-        for (int i = 0; i < nops; ++i) have = have || ops[i] == (*l)[a].op;
-        if (!have) ops[nops++] = (*l)[a].op;
-      }
-  if (nops == 0) nops = 1;
+  detail::plan_heap heap;
+  heap.push(detail::cost{}, 0);
 
   constexpr step_kind kinds[] = {step_kind::all_gather, step_kind::reduce_scatter, step_kind::all_reduce, step_kind::all_to_all,
                                  step_kind::slice, step_kind::pad, step_kind::identity};
-  while (true) {
-    int u = -1;
-    for (int s = 0; s < nstates; ++s)
-      if (reached[static_cast<std::size_t>(s)] && !done[static_cast<std::size_t>(s)] &&
-          (u < 0 || dist[static_cast<std::size_t>(s)] < dist[static_cast<std::size_t>(u)]))
-        u = s;
-    if (u < 0 || u == target) break;
+  while (!heap.empty()) {
+    const int u = heap.pop().state;
+    if (done[static_cast<std::size_t>(u)]) continue;
     done[static_cast<std::size_t>(u)] = true;
+    if (u == target) break;
     const runtime_layout cur = decode(u);
+    const double vol_cur = static_cast<double>(detail::max_volume(cur, shape, ext, rank));
     for (step_kind k : kinds) {
       const bool has_op = k == step_kind::reduce_scatter || k == step_kind::all_reduce || k == step_kind::pad || k == step_kind::identity;
       for (int oi = 0; oi < (has_op ? nops : 1); ++oi) {
         const reduce_op op = ops[oi];
         // Per axis, the candidate indices this kind of move can reach.
-        int opt[SHARDCAST_MAX_AXES][3]{};
+        int opt[SHARDCAST_MAX_AXES][1 + SHARDCAST_MAX_RANK + 2]{};
         int nopt[SHARDCAST_MAX_AXES]{};
-        int combos = 1;
+        long combos = 1;
         for (int a = 0; a < n; ++a) {
           for (int i = 0; i < ncand[a]; ++i)
             if (detail::move_of(k, cur[a], cand[a][i], op)) opt[a][nopt[a]++] = i;
           combos *= nopt[a] + 1;
         }
-        for (int c = 1; c < combos; ++c) {  // c = 0 changes nothing
+        for (long c = 1; c < combos; ++c) {  // c = 0 changes nothing
           runtime_layout nxt = cur;
           unsigned axes = 0;
-          int v = u, rem = c;
+          int v = u;
+          long rem = c;
           for (int a = 0; a < n; ++a) {
-            const int pick = rem % (nopt[a] + 1);
+            const int pick = static_cast<int>(rem % (nopt[a] + 1));
             rem /= nopt[a] + 1;
             if (pick == 0) continue;
             const int ci = opt[a][pick - 1];
@@ -254,19 +396,28 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             nxt[a] = cand[a][ci];
             axes |= 1u << a;
           }
-          if (!detail::step_valid(k, axes, cur, nxt)) continue;
-          step st{k, axes, op, cur, nxt};
-          detail::cost nc = dist[static_cast<std::size_t>(u)];
-          nc.elements += detail::step_cost(st, shape, ext, rank);
-          nc.collectives += is_collective(k) ? 1 : 0;
-          nc.steps += 1;
-          auto vi = static_cast<std::size_t>(v);
+          const auto vi = static_cast<std::size_t>(v);
           if (done[vi]) continue;
+          if (!detail::step_valid(k, axes, cur, nxt)) continue;
+          detail::cost nc = dist[static_cast<std::size_t>(u)];
+          if (is_collective(k)) {
+            const double N = detail::group_size(axes, shape, n);
+            // The same formulas as detail::step_cost, with the source's piece computed once per state.
+            switch (k) {
+              case step_kind::all_gather: nc.elements += (N - 1) * vol_cur; break;
+              case step_kind::reduce_scatter: nc.elements += (N - 1) * static_cast<double>(detail::max_volume(nxt, shape, ext, rank)); break;
+              case step_kind::all_reduce: nc.elements += 2.0 * (N - 1) / N * vol_cur; break;
+              default: nc.elements += detail::all_to_all_busiest(cur, nxt, shape, ext, rank); break;
+            }
+            nc.collectives += 1;
+          }
+          nc.steps += 1;
           if (!reached[vi] || nc < dist[vi]) {
             reached[vi] = true;
             dist[vi] = nc;
             prev[vi] = u;
-            via[vi] = st;
+            via[vi] = step{k, axes, op, cur, nxt};
+            heap.push(nc, v);
           }
         }
       }
@@ -281,7 +432,10 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   p.collectives = dist[static_cast<std::size_t>(target)].collectives;
   int chain[max_plan_steps]{};
   int len = 0;
-  for (int s = target; s != 0; s = prev[static_cast<std::size_t>(s)]) chain[len++] = s;
+  for (int s = target; s != 0; s = prev[static_cast<std::size_t>(s)]) {
+    if (len == max_plan_steps) throw layout_error("shardcast::make_plan: the plan needs more than max_plan_steps steps");
+    chain[len++] = s;
+  }
   for (int i = 0; i < len; ++i) p.steps[i] = via[static_cast<std::size_t>(chain[len - 1 - i])];
   p.nsteps = len;
   return p;

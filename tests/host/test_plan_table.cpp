@@ -1,0 +1,416 @@
+// The planner's choice for EVERY pair of layouts on 1-, 2- and 3-axis meshes (and a
+// sample on 4 axes), checked two independent ways:
+//  1. against a brute-force oracle written here: a shortest-path search over the whole
+//     layout space (every axis may pass through any placement, not only the source,
+//     target and replicate the planner considers), with the per-step byte formulas of
+//     DESIGN.md. The planner's cost must equal the optimum, and its sequence of steps
+//     (kinds and axes) must be one of the optimal sequences the oracle finds;
+//  2. by running every plan, step by step, on the host backend through a counting
+//     communicator: the bytes the busiest rank really sent in each step and the number of
+//     collectives each rank called must equal what the planner predicted for that step,
+//     and the result must match the global tensor.
+// Byte formulas count padding where the executor pads uneven pieces, so each step's
+// prediction is exact for uneven and empty pieces too; a plan's total is the sum of its
+// steps' busiest ranks.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <shardcast/comm/counting.hpp>
+#include <shardcast/shardcast.hpp>
+#include <vector>
+
+#include "common/differential.hpp"
+
+namespace sc = shardcast;
+using sc::placement_desc;
+using sc::runtime_layout;
+using sc::step_kind;
+
+namespace {
+
+// ---- the oracle -------------------------------------------------------------------
+
+struct ocost {
+  double e = 0;  // elements sent by the busiest rank
+  int coll = 0;
+  int steps = 0;
+};
+bool close(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max({1.0, std::fabs(a), std::fabs(b)}); }
+bool less(const ocost& a, const ocost& b) {
+  if (!close(a.e, b.e)) return a.e < b.e;
+  if (a.coll != b.coll) return a.coll < b.coll;
+  return a.steps < b.steps;
+}
+bool same(const ocost& a, const ocost& b) { return close(a.e, b.e) && a.coll == b.coll && a.steps == b.steps; }
+
+struct oracle {
+  int naxes, rank;
+  std::vector<int> shape;
+  std::vector<std::int64_t> ext;
+  double volume;
+  sc::reduce_op op;
+  std::vector<runtime_layout> states;  // every layout of placements R, S(0..rank-1), P(op)
+  std::map<std::vector<int>, int> index_of;
+
+  oracle(int n, int r, std::vector<int> s, std::vector<std::int64_t> e, sc::reduce_op o)
+      : naxes(n), rank(r), shape(std::move(s)), ext(std::move(e)), volume(1), op(o) {
+    for (auto v : ext) volume *= static_cast<double>(v);
+    states = sc::testing::all_layouts(n, r, o);
+    for (int i = 0; i < static_cast<int>(states.size()); ++i) index_of[key(states[static_cast<std::size_t>(i)])] = i;
+  }
+  std::vector<int> key(const runtime_layout& l) const {
+    std::vector<int> k;
+    for (int a = 0; a < naxes; ++a) k.push_back(l[a].is_replicate() ? -1 : l[a].is_partial() ? -2 : l[a].dim);
+    return k;
+  }
+  // The largest piece any rank holds under l (what padded collectives send per peer).
+  double piece(const runtime_layout& l) const {
+    int P = 1;
+    for (int s : shape) P *= s;
+    std::int64_t v = 0;
+    for (int r = 0; r < P; ++r) {
+      int c[SHARDCAST_MAX_AXES];
+      sc::rank_to_coord(r, shape.data(), naxes, c);
+      v = std::max(v, sc::local_box(l, shape.data(), c, ext.data(), rank).volume());
+    }
+    return static_cast<double>(v);
+  }
+  // All-to-all: what the busiest rank sends, i.e. the parts of its piece that other
+  // members of its group hold afterwards, summed over the members (boxes by the split rule).
+  double a2a_busiest(unsigned axes, const runtime_layout& f, const runtime_layout& t) const {
+    int P = 1;
+    for (int s : shape) P *= s;
+    double worst = 0;
+    for (int r = 0; r < P; ++r) {
+      int c[SHARDCAST_MAX_AXES];
+      sc::rank_to_coord(r, shape.data(), naxes, c);
+      const sc::box mine = sc::local_box(f, shape.data(), c, ext.data(), rank);
+      double sent = 0;
+      for (int q = 0; q < P; ++q) {
+        int d[SHARDCAST_MAX_AXES];
+        sc::rank_to_coord(q, shape.data(), naxes, d);
+        bool member = q != r;
+        for (int a = 0; a < naxes; ++a)
+          if (!(axes >> a & 1u) && d[a] != c[a]) member = false;
+        if (member) sent += static_cast<double>(sc::intersect(mine, sc::local_box(t, shape.data(), d, ext.data(), rank)).volume());
+      }
+      worst = std::max(worst, sent);
+    }
+    return worst;
+  }
+  // The step that turns `from` into `to` (they differ on `axes`), if one kind of move does it on every changed axis.
+  static bool kind_of(const placement_desc& f, const placement_desc& t, step_kind& k) {
+    if (f.is_shard() && t.is_replicate()) k = step_kind::all_gather;
+    else if (f.is_partial() && t.is_shard()) k = step_kind::reduce_scatter;
+    else if (f.is_partial() && t.is_replicate()) k = step_kind::all_reduce;
+    else if (f.is_shard() && t.is_shard()) k = step_kind::all_to_all;
+    else if (f.is_replicate() && t.is_shard()) k = step_kind::slice;
+    else if (f.is_shard() && t.is_partial()) k = step_kind::pad;
+    else if (f.is_replicate() && t.is_partial()) k = step_kind::identity;
+    else return false;
+    return true;
+  }
+  // Nesting (DESIGN.md: several axes on one dim nest in increasing axis order): a step that
+  // moves data along a dim may not touch an axis that has an unmoved inner axis on that dim.
+  bool nests(step_kind k, unsigned axes, const runtime_layout& f, const runtime_layout& t) const {
+    if (k == step_kind::all_reduce || k == step_kind::identity) return true;
+    for (int a = 0; a < naxes; ++a) {
+      if (!(axes >> a & 1u)) continue;
+      for (int b = a + 1; b < naxes; ++b) {
+        if (axes >> b & 1u) continue;
+        if (!f[b].is_shard()) continue;
+        if ((f[a].is_shard() && f[a].dim == f[b].dim) || (t[a].is_shard() && t[a].dim == f[b].dim)) return false;
+      }
+    }
+    return true;
+  }
+  // Edge u -> v: valid step and its cost, or false.
+  bool edge(int u, int v, step_kind& k, unsigned& axes, double& e) const {
+    const runtime_layout& f = states[static_cast<std::size_t>(u)];
+    const runtime_layout& t = states[static_cast<std::size_t>(v)];
+    if (!allow_partial && (has_partial(f) || has_partial(t))) return false;
+    axes = 0;
+    bool have = false;
+    int n = 1;
+    for (int a = 0; a < naxes; ++a) {
+      if (f[a] == t[a]) continue;
+      step_kind ka;
+      if (!kind_of(f[a], t[a], ka)) return false;
+      if (have && ka != k) return false;
+      k = ka;
+      have = true;
+      axes |= 1u << a;
+      n *= shape[static_cast<std::size_t>(a)];
+    }
+    if (!have || !nests(k, axes, f, t)) return false;
+    const double N = n;
+    switch (k) {
+      case step_kind::all_gather: e = (N - 1) * piece(f); break;
+      case step_kind::reduce_scatter: e = (N - 1) * piece(t); break;
+      case step_kind::all_reduce: e = 2 * (N - 1) / N * piece(f); break;
+      case step_kind::all_to_all: e = a2a_busiest(axes, f, t); break;
+      default: e = 0;
+    }
+    return true;
+  }
+
+  struct result {
+    ocost best;
+    std::vector<std::vector<int>> paths;  // every optimal state sequence src..dst
+  };
+
+  // A plan between layouts without partial placements never passes through a partial
+  // one: that would push zero padding through a reduction (-0.0 + 0.0 = +0.0, a max may
+  // drop a NaN), so such a redistribute would not be a pure data movement.
+  static bool has_partial(const runtime_layout& l) {
+    for (int a = 0; a < l.naxes; ++a)
+      if (l[a].is_partial()) return true;
+    return false;
+  }
+  mutable bool allow_partial = true;
+
+  result solve(const runtime_layout& src, const runtime_layout& dst) const {
+    allow_partial = has_partial(src) || has_partial(dst);
+    const int S = static_cast<int>(states.size());
+    const int s0 = index_of.at(key(src)), t0 = index_of.at(key(dst));
+    std::vector<ocost> dist(static_cast<std::size_t>(S));
+    std::vector<bool> seen(static_cast<std::size_t>(S), false), done(static_cast<std::size_t>(S), false);
+    seen[static_cast<std::size_t>(s0)] = true;
+    while (true) {
+      int u = -1;
+      for (int i = 0; i < S; ++i)
+        if (seen[static_cast<std::size_t>(i)] && !done[static_cast<std::size_t>(i)] &&
+            (u < 0 || less(dist[static_cast<std::size_t>(i)], dist[static_cast<std::size_t>(u)])))
+          u = i;
+      if (u < 0) break;
+      done[static_cast<std::size_t>(u)] = true;
+      for (int v = 0; v < S; ++v) {
+        step_kind k;
+        unsigned axes;
+        double e;
+        if (done[static_cast<std::size_t>(v)] || !edge(u, v, k, axes, e)) continue;
+        ocost c = dist[static_cast<std::size_t>(u)];
+        c.e += e;
+        c.coll += sc::is_collective(k) ? 1 : 0;
+        c.steps += 1;
+        if (!seen[static_cast<std::size_t>(v)] || less(c, dist[static_cast<std::size_t>(v)])) {
+          seen[static_cast<std::size_t>(v)] = true;
+          dist[static_cast<std::size_t>(v)] = c;
+        }
+      }
+    }
+    result r;
+    r.best = dist[static_cast<std::size_t>(t0)];
+    // Every optimal path, walking back over edges that are tight.
+    std::vector<int> tail{t0};
+    collect(s0, t0, dist, tail, r.paths);
+    return r;
+  }
+  void collect(int s0, int v, const std::vector<ocost>& dist, std::vector<int>& tail, std::vector<std::vector<int>>& out) const {
+    if (out.size() > 4096) return;
+    if (v == s0) {
+      out.emplace_back(tail.rbegin(), tail.rend());
+      return;
+    }
+    for (int u = 0; u < static_cast<int>(states.size()); ++u) {
+      step_kind k;
+      unsigned axes;
+      double e;
+      if (u == v || !edge(u, v, k, axes, e)) continue;
+      ocost c = dist[static_cast<std::size_t>(u)];
+      if (dist[static_cast<std::size_t>(u)].steps >= dist[static_cast<std::size_t>(v)].steps) continue;
+      c.e += e;
+      c.coll += sc::is_collective(k) ? 1 : 0;
+      c.steps += 1;
+      if (!same(c, dist[static_cast<std::size_t>(v)])) continue;
+      tail.push_back(u);
+      collect(s0, u, dist, tail, out);
+      tail.pop_back();
+    }
+  }
+};
+
+std::vector<int> planner_path(const oracle& o, const sc::plan& p) {
+  std::vector<int> path{o.index_of.at(o.key(p.src))};
+  for (int i = 0; i < p.nsteps; ++i) path.push_back(o.index_of.at(o.key(p[i].to)));
+  return path;
+}
+
+std::string describe(const sc::plan& p) {
+  std::string s;
+  for (int i = 0; i < p.nsteps; ++i) s += std::string(sc::to_string(p[i].kind)) + "{" + std::to_string(p[i].axes) + "} ";
+  return s;
+}
+
+// Checks every pair of layouts of `o` against the oracle; returns the number of pairs.
+std::size_t check_against_oracle(const oracle& o, const std::vector<std::pair<int, int>>& pairs) {
+  const auto& ext = o.ext;
+  std::size_t n = 0;
+  for (auto [i, j] : pairs) {
+    const runtime_layout& a = o.states[static_cast<std::size_t>(i)];
+    const runtime_layout& b = o.states[static_cast<std::size_t>(j)];
+    const sc::plan p = sc::make_plan(a, b, o.shape.data(), ext.data(), o.rank);
+    const auto r = o.solve(a, b);
+    CAPTURE(sc::to_string(a));
+    CAPTURE(sc::to_string(b));
+    CAPTURE(describe(p));
+    REQUIRE(r.best.e == doctest::Approx(p.elements).epsilon(1e-12));
+    REQUIRE(r.best.coll == p.collectives);
+    REQUIRE(r.best.steps == p.nsteps);
+    const auto mine = planner_path(o, p);
+    REQUIRE(std::find(r.paths.begin(), r.paths.end(), mine) != r.paths.end());
+    ++n;
+  }
+  return n;
+}
+
+std::vector<std::pair<int, int>> all_pairs(std::size_t n) {
+  std::vector<std::pair<int, int>> v;
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < n; ++j) v.emplace_back(static_cast<int>(i), static_cast<int>(j));
+  return v;
+}
+
+// ---- running the plans --------------------------------------------------------------
+
+using counted = sc::counting_communicator<sc::host::communicator>;
+
+/// Runs every pair on a host mesh of `shape` over a counting communicator, one plan step
+/// at a time; checks each step's bytes sent by the busiest rank and every rank's number
+/// of collectives against the planner's prediction for that step, and (when `verify`)
+/// the final result against the global tensor.
+template <std::size_t N, std::size_t R>
+std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, sc::reduce_op op, bool verify) {
+  const auto ls = sc::testing::all_layouts(static_cast<int>(N), static_cast<int>(R), op);
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  const auto P = static_cast<std::size_t>(nranks);
+  const std::size_t npairs = ls.size() * ls.size();
+  constexpr auto S = static_cast<std::size_t>(sc::max_plan_steps);
+  std::vector<double> bytes(npairs * S * P);
+  std::vector<long> calls(npairs * S * P);
+  std::vector<std::string> errors(P);
+  std::int64_t vol = 1;
+  for (auto e : ext) vol *= e;
+  const std::vector<float> g = sc::testing::make_global<float>(vol);
+  sc::host::run(nranks, [&](sc::host::communicator& hc) {
+    counted cc(hc);
+    auto m = sc::make_mesh(cc, shape);
+    const auto me = static_cast<std::size_t>(hc.rank());
+    std::size_t k = 0;
+    for (const auto& a : ls) {
+      auto x = sc::distribute(m, a, g, ext);
+      for (const auto& b : ls) {
+        const sc::plan p = sc::make_plan(a, b, shape, ext);
+        auto cur = x;
+        for (int i = 0; i < p.nsteps; ++i) {
+          sc::plan one;  // the single step i, run on its own
+          one.src = p[i].from;
+          one.dst = p[i].to;
+          one.steps[0] = p[i];
+          one.nsteps = 1;
+          m.comm().reset();
+          cur = sc::execute(one, cur);
+          bytes[(k * S + static_cast<std::size_t>(i)) * P + me] = m.comm().bytes();
+          calls[(k * S + static_cast<std::size_t>(i)) * P + me] = m.comm().collectives();
+        }
+        if (verify && errors[me].empty()) errors[me] = sc::testing::check_against_reference(cur, g);
+        ++k;
+      }
+    }
+  });
+  for (const auto& e : errors) REQUIRE(e.empty());
+  std::size_t k = 0;
+  for (const auto& a : ls)
+    for (const auto& b : ls) {
+      const sc::plan p = sc::make_plan(a, b, shape, ext);
+      CAPTURE(sc::to_string(a));
+      CAPTURE(sc::to_string(b));
+      CAPTURE(describe(p));
+      double total = 0;
+      for (int i = 0; i < p.nsteps; ++i) {
+        CAPTURE(i);
+        double busiest = 0;
+        for (std::size_t r = 0; r < P; ++r) {
+          const std::size_t slot = (k * S + static_cast<std::size_t>(i)) * P + r;
+          busiest = std::max(busiest, bytes[slot]);
+          REQUIRE(calls[slot] == (sc::is_collective(p[i].kind) ? 1 : 0));
+        }
+        const double predicted = sc::detail::step_cost(p[i], shape.data(), ext.data(), static_cast<int>(R));
+        REQUIRE(busiest == doctest::Approx(predicted * sizeof(float)).epsilon(1e-12));
+        total += predicted;
+      }
+      REQUIRE(total == doctest::Approx(p.elements).epsilon(1e-12));
+      ++k;
+    }
+  return npairs;
+}
+
+}  // namespace
+
+TEST_CASE("oracle: every pair on 1-, 2- and 3-axis meshes gets an optimal plan") {
+  std::size_t n = 0;
+  for (auto op : {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod}) {
+    {
+      oracle o(1, 2, {3}, {12, 18}, op);
+      n += check_against_oracle(o, all_pairs(o.states.size()));
+    }
+    {
+      oracle o(1, 3, {4}, {8, 4, 12}, op);
+      n += check_against_oracle(o, all_pairs(o.states.size()));
+    }
+    {
+      oracle o(2, 2, {2, 3}, {12, 18}, op);
+      n += check_against_oracle(o, all_pairs(o.states.size()));
+    }
+  }
+  for (auto op : {sc::reduce_op::sum, sc::reduce_op::max}) {
+    oracle o(2, 3, {3, 2}, {12, 6, 6}, op);
+    n += check_against_oracle(o, all_pairs(o.states.size()));
+    oracle o3(3, 2, {2, 2, 3}, {24, 24}, op);
+    n += check_against_oracle(o3, all_pairs(o3.states.size()));
+  }
+  // Meshes whose axes all have one size: the planner prices all-to-alls in closed form there.
+  {
+    oracle o(3, 2, {2, 2, 2}, {8, 16}, sc::reduce_op::sum);
+    n += check_against_oracle(o, all_pairs(o.states.size()));
+    oracle o2(2, 3, {4, 4}, {16, 32, 16}, sc::reduce_op::max);
+    n += check_against_oracle(o2, all_pairs(o2.states.size()));
+  }
+  // Uneven and empty pieces (the planner enumerates ranks for all-to-alls there).
+  {
+    oracle o(2, 2, {2, 3}, {7, 5}, sc::reduce_op::sum);
+    n += check_against_oracle(o, all_pairs(o.states.size()));
+    oracle o2(2, 2, {3, 2}, {2, 3}, sc::reduce_op::min);
+    n += check_against_oracle(o2, all_pairs(o2.states.size()));
+  }
+  MESSAGE(n << " pairs match the oracle");
+}
+
+TEST_CASE("oracle: a random sample of pairs on 4-axis meshes gets an optimal plan") {
+  oracle o(4, 2, {2, 3, 2, 2}, {48, 48}, sc::reduce_op::sum);
+  std::mt19937 rng(20261202);
+  std::uniform_int_distribution<int> pick(0, static_cast<int>(o.states.size()) - 1);
+  std::vector<std::pair<int, int>> pairs;
+  for (int i = 0; i < 300; ++i) pairs.emplace_back(pick(rng), pick(rng));
+  const std::size_t n = check_against_oracle(o, pairs);
+  MESSAGE(n << " four-axis pairs match the oracle");
+}
+
+TEST_CASE("measured: every plan sends exactly the predicted bytes with the predicted number of collectives") {
+  std::size_t n = 0;
+  for (auto op : {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max})
+    n += run_all_pairs(std::array<int, 1>{3}, std::array<std::int64_t, 2>{12, 18}, op, true);
+  for (auto op : {sc::reduce_op::sum, sc::reduce_op::max})
+    n += run_all_pairs(std::array<int, 2>{2, 3}, std::array<std::int64_t, 2>{12, 18}, op, true);
+  n += run_all_pairs(std::array<int, 2>{3, 2}, std::array<std::int64_t, 3>{12, 6, 6}, sc::reduce_op::sum, true);
+  n += run_all_pairs(std::array<int, 3>{2, 2, 3}, std::array<std::int64_t, 2>{24, 24}, sc::reduce_op::sum, false);
+  n += run_all_pairs(std::array<int, 2>{2, 2}, std::array<std::int64_t, 2>{8, 4}, sc::reduce_op::sum, true);
+  // Uneven and empty pieces: padding is counted where the executor sends it.
+  n += run_all_pairs(std::array<int, 2>{2, 3}, std::array<std::int64_t, 2>{7, 5}, sc::reduce_op::sum, true);
+  n += run_all_pairs(std::array<int, 2>{3, 2}, std::array<std::int64_t, 2>{2, 3}, sc::reduce_op::max, true);
+  MESSAGE(n << " plans executed with the predicted traffic");
+}
