@@ -1,0 +1,163 @@
+#pragma once
+/// @file nn/detail/local.hpp
+/// The local (per-rank, no communication) computations of the parallel layers, written
+/// over the mesh's memory space: products through the GEMM hook (with its transposed
+/// forms), elementwise loops through `local_exec<Space>`, embedding gathers and
+/// scatter-adds through `embedding_exec<Space>`, and buffers through `memory_ops<Space>`.
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "../../comm/communicator.hpp"
+#include "../../detail/elementwise_exec.hpp"
+#include "../../detail/host_ops.hpp"
+#include "../../distribute.hpp"
+#include "../../dtensor.hpp"
+#include "../../error.hpp"
+#include "../../ops/functors.hpp"
+#include "../../ops/gemm.hpp"
+#include "../../ops/matmul.hpp"
+#include "layout_ops.hpp"
+
+namespace shardcast::nn::detail {
+
+/// Elementwise loops on local pieces (`map`, `zip`, `zip_rows`, with the signatures of
+/// shardcast::detail::elementwise_exec). Every memory space except the host forwards to
+/// `shardcast::detail::elementwise_exec<Space>` (a device backend's kernels). The host
+/// specialisation below is the single place to switch the host to
+/// elementwise_exec<host_memory> too once ops/elementwise.hpp provides it: delete the
+/// specialisation and include that header here.
+template <class Space>
+struct local_exec : shardcast::detail::elementwise_exec<Space> {};
+
+template <>
+struct local_exec<host_memory> {
+  /// out[i] = f(in[i]); out may alias in.
+  template <class T, class U, class F>
+  static void map(const T* in, U* out, std::size_t n, F f, host_stream = {}) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(in[i]);
+  }
+  /// out[i] = f(a[i], b[i]); out may alias a or b.
+  template <class T, class U, class V, class F>
+  static void zip(const T* a, const U* b, V* out, std::size_t n, F f, host_stream = {}) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  }
+  /// out[r*cols + c] = f(a[r*cols + c], row[c]); out may alias a.
+  template <class T, class U, class V, class F>
+  static void zip_rows(const T* a, const U* row, V* out, std::size_t rows, std::size_t cols, F f, host_stream = {}) {
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = f(a[r * cols + c], row[c]);
+  }
+};
+
+/// Embedding lookups and their gradient on local pieces. Declared for every memory
+/// space, defined for host memory; a device backend specialises it with kernels.
+/// @code
+///   gather(ids, n, table, v0, nv, h, out, s);       // out[r, :] = table[ids[r] - v0, :] if v0 <= ids[r] < v0 + nv, else 0
+///   scatter_add(ids, n, dy, v0, nv, h, grad, s);    // grad (nv x h) = 0; grad[ids[r] - v0, :] += dy[r, :] for ids in range
+/// @endcode
+template <class Space>
+struct embedding_exec;
+
+template <>
+struct embedding_exec<host_memory> {
+  template <class I, class T>
+  static void gather(const I* ids, std::size_t n, const T* table, std::int64_t v0, std::int64_t nv, std::int64_t h, T* out,
+                     host_stream = {}) {
+    const auto uh = static_cast<std::size_t>(h);
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto v = static_cast<std::int64_t>(ids[r]) - v0;
+      T* o = out + r * uh;
+      if (v >= 0 && v < nv) std::copy(table + static_cast<std::size_t>(v) * uh, table + static_cast<std::size_t>(v + 1) * uh, o);
+      else std::fill(o, o + uh, T{});
+    }
+  }
+  template <class I, class T>
+  static void scatter_add(const I* ids, std::size_t n, const T* dy, std::int64_t v0, std::int64_t nv, std::int64_t h, T* grad,
+                          host_stream = {}) {
+    const auto uh = static_cast<std::size_t>(h);
+    std::fill(grad, grad + static_cast<std::size_t>(nv) * uh, T{});
+    for (std::size_t r = 0; r < n; ++r) {
+      const auto v = static_cast<std::int64_t>(ids[r]) - v0;
+      if (v < 0 || v >= nv) continue;
+      T* g = grad + static_cast<std::size_t>(v) * uh;
+      const T* d = dy + r * uh;
+      for (std::size_t c = 0; c < uh; ++c) g[c] = static_cast<T>(g[c] + d[c]);
+    }
+  }
+};
+
+template <class Space>
+concept has_embedding_exec = requires { sizeof(embedding_exec<Space>); };
+
+/// The global box of op(X) for a rank-2 piece with box `b`.
+inline box op_box(const box& b, gemm_op t) {
+  if (t == gemm_op::n) return b;
+  box r = b;
+  std::swap(r.off[0], r.off[1]);
+  std::swap(r.ext[0], r.ext[1]);
+  return r;
+}
+
+template <gemm_op Op, class L>
+using op_layout_t = std::conditional_t<Op == gemm_op::t, transpose_layout_t<L>, L>;
+
+/// C = op(A) * op(B) for rank-2 dtensors, through the GEMM hook's transposed form; C's
+/// layout follows the matmul rule table applied to op(A) and op(B). No communication.
+/// @throws layout_error if the inner extents differ
+template <gemm_op TA, gemm_op TB, class T, class LA, class LB, class Mesh, class Gemm>
+dtensor<T, 2, matmul_layout_t<op_layout_t<TA, LA>, op_layout_t<TB, LB>>, Mesh> gemm_op_dtensor(const dtensor<T, 2, LA, Mesh>& a,
+                                                                                                const dtensor<T, 2, LB, Mesh>& b,
+                                                                                                const Gemm& gemm,
+                                                                                                typename Mesh::stream_type s) {
+  using LC = matmul_layout_t<op_layout_t<TA, LA>, op_layout_t<TB, LB>>;
+  const auto ea = a.global_extents(), eb = b.global_extents();
+  const std::int64_t m = TA == gemm_op::n ? ea[0] : ea[1], ka = TA == gemm_op::n ? ea[1] : ea[0];
+  const std::int64_t kb = TB == gemm_op::n ? eb[0] : eb[1], n = TB == gemm_op::n ? eb[1] : eb[0];
+  SHARDCAST_EXPECTS(ka == kb, "shardcast::nn: inner extents differ in a local product (" + std::to_string(ka) + " vs " + std::to_string(kb) +
+                                  "); check the layer's feature sizes against its input");
+  auto c = empty<LC, T>(a.mesh(), std::array<std::int64_t, 2>{m, n}, s);
+  const box ba = op_box(a.local_box(), TA), bb = op_box(b.local_box(), TB), &bc = c.local_box();
+  SHARDCAST_EXPECTS(ba.off[0] == bc.off[0] && ba.ext[0] == bc.ext[0] && bb.off[1] == bc.off[1] && bb.ext[1] == bc.ext[1] &&
+                        ba.off[1] == bb.off[0] && ba.ext[1] == bb.ext[0],
+                    "shardcast::nn: local pieces of a product do not line up (tensors on different meshes?)");
+  // Row strides as stored; at least 1 so a BLAS accepts an empty operand.
+  const std::int64_t lda = std::max<std::int64_t>(1, a.local_box().ext[1]), ldb = std::max<std::int64_t>(1, b.local_box().ext[1]);
+  if (c.local_size() > 0) gemm(TA, TB, bc.ext[0], bc.ext[1], ba.ext[1], a.data(), lda, b.data(), ldb, c.data(), bc.ext[1], false);
+  return c;
+}
+
+/// Column sums s[c] = sum_r x[r, c] of a rank-2 dtensor, as the GEMM ones[1, rows] * x;
+/// the result's layout is colsum_layout_t<L> (a token shard becomes a partial sum).
+template <class T, class L, class Mesh, class Gemm>
+dtensor<T, 1, colsum_layout_t<L>, Mesh> colsum(const dtensor<T, 2, L, Mesh>& x, const Gemm& gemm, typename Mesh::stream_type s) {
+  using ops = shardcast::detail::memory_ops<typename Mesh::memory_space>;
+  auto out = empty<colsum_layout_t<L>, T>(x.mesh(), std::array<std::int64_t, 1>{x.global_extents()[1]}, s);
+  const box& bx = x.local_box();
+  SHARDCAST_EXPECTS(out.local_box().off[0] == bx.off[1] && out.local_box().ext[0] == bx.ext[1],
+                    "shardcast::nn: column sums do not line up with the columns (internal error)");
+  const std::int64_t rows = bx.ext[0], cols = bx.ext[1];
+  if (cols == 0) return out;
+  auto ones = ops::template allocate<T>(static_cast<std::size_t>(std::max<std::int64_t>(rows, 1)), s);
+  ops::fill(ones.get(), static_cast<std::size_t>(std::max<std::int64_t>(rows, 1)), T(1), s);
+  gemm(gemm_op::n, gemm_op::n, std::int64_t{1}, cols, rows, static_cast<const T*>(ones.get()), std::max<std::int64_t>(rows, 1), x.data(),
+       cols, out.data(), cols, false);
+  return out;
+}
+
+/// y[r, c] += b[c] on the local pieces (b's shard of the columns must match y's).
+template <class T, class LY, class LB, class Mesh>
+void add_bias_rows(const dtensor<T, 2, LY, Mesh>& y, const dtensor<T, 1, LB, Mesh>& b, typename Mesh::stream_type s) {
+  const box &by = y.local_box(), &bb = b.local_box();
+  SHARDCAST_EXPECTS(by.off[1] == bb.off[0] && by.ext[1] == bb.ext[0],
+                    "shardcast::nn: the bias piece does not line up with the output's columns (bias of the wrong size?)");
+  if (y.local_size() == 0) return;
+  local_exec<typename Mesh::memory_space>::zip_rows(y.data(), b.data(), y.data(), static_cast<std::size_t>(by.ext[0]),
+                                                    static_cast<std::size_t>(by.ext[1]), fn::add, s);
+}
+
+}  // namespace shardcast::nn::detail

@@ -1,0 +1,7 @@
+// expect: shardcast::nn::activation: the input has a partial placement
+// gelu applied to a row-parallel layer's unreduced output (a partial sum over the TP axis).
+#include <shardcast/comm/host.hpp>
+#include <shardcast/nn/activation.hpp>
+namespace sc = shardcast;
+using Mesh = sc::mesh<2>;
+void f(const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::partial<>>, Mesh>& y) { (void)sc::nn::gelu.forward(y); }

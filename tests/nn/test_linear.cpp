@@ -1,0 +1,227 @@
+// Column- and row-parallel linear layers (plain and sequence parallel) and activations:
+// forward and backward of the Megatron pair column -> relu -> row against a single-rank
+// global computation, on 1xN, Nx1, 2x2 and 3-axis meshes, with token and feature extents
+// that the axis sizes do not divide (including pieces of extent 0). Values are small
+// integers, so every comparison is exact.
+#include <doctest/doctest.h>
+
+#include <mutex>
+#include <shardcast/comm/host.hpp>
+#include <shardcast/nn/layers.hpp>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "reference.hpp"
+
+namespace sc = shardcast;
+namespace nn = shardcast::nn;
+using nn_ref::i64;
+
+namespace {
+
+template <class T>
+std::vector<T> relu_ref(std::vector<T> x) {
+  for (auto& v : x) v = v > T(0) ? v : T(0);
+  return x;
+}
+template <class T>
+std::vector<T> relu_grad_ref(const std::vector<T>& x, std::vector<T> dy) {
+  for (std::size_t i = 0; i < x.size(); ++i) dy[i] = x[i] > T(0) ? dy[i] : T(0);
+  return dy;
+}
+
+struct failures {
+  std::mutex mu;
+  std::vector<std::string> list;
+  void add(int rank, const std::string& what) {
+    std::lock_guard lk(mu);
+    list.push_back("rank " + std::to_string(rank) + ": " + what);
+  }
+  void report() {
+    for (auto& s : list) FAIL_CHECK(s);
+    CHECK(list.empty());
+  }
+};
+
+// The Megatron pair on `shape` with parallel axes `Axes`: X[t,in] -> fc1 -> relu -> fc2 -> Y[t,out],
+// then backward from dY. Every output and gradient is gathered (to_global, collective) and
+// compared with the global reference.
+template <class Axes, std::size_t N>
+void check_pair(std::array<int, N> shape, i64 t, i64 in, i64 hid, i64 out) {
+  using T = double;
+  INFO("mesh " << shape[0] << "x" << (N > 1 ? shape[1] : 1) << (N > 2 ? "x" + std::to_string(shape[N - 1]) : std::string()) << " tp "
+               << Axes::tp << " dp " << Axes::dp << " sp " << Axes::sequence_parallel << " t=" << t << " in=" << in << " hid=" << hid
+               << " out=" << out);
+  using namespace nn_ref;
+  const auto X = ints<T>(t * in, 1), W1 = ints<T>(in * hid, 2), b1 = ints<T>(hid, 3), W2 = ints<T>(hid * out, 4), b2 = ints<T>(out, 5),
+             dY = ints<T>(t * out, 6);
+  // Reference.
+  const auto H0 = add_rows(matmul(X, W1, t, in, hid), b1, t, hid);
+  const auto H = relu_ref(H0);
+  const auto Y = add_rows(matmul(H, W2, t, hid, out), b2, t, out);
+  const auto dH = matmul(dY, transpose(W2, hid, out), t, out, hid);
+  const auto dW2 = matmul(transpose(H, t, hid), dY, hid, t, out);
+  const auto db2 = colsum(dY, t, out);
+  const auto dH0 = relu_grad_ref(H0, dH);
+  const auto dX = matmul(dH0, transpose(W1, in, hid), t, hid, in);
+  const auto dW1 = matmul(transpose(X, t, in), dH0, in, t, hid);
+  const auto db1 = colsum(dH0, t, hid);
+
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  failures bad;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, shape);
+    using Mesh = decltype(mesh);
+    using col_t = nn::column_parallel_linear<T, Mesh, Axes>;
+    using row_t = nn::row_parallel_linear<T, Mesh, Axes>;
+    using L = nn::layouts<Axes, Mesh::naxes>;
+    col_t fc1(sc::distribute<typename col_t::weight_layout>(mesh, W1, std::array<i64, 2>{in, hid}),
+              sc::distribute<typename col_t::bias_layout>(mesh, b1, std::array<i64, 1>{hid}));
+    row_t fc2(sc::distribute<typename row_t::weight_layout>(mesh, W2, std::array<i64, 2>{hid, out}),
+              sc::distribute<typename row_t::bias_layout>(mesh, b2, std::array<i64, 1>{out}));
+    auto x = sc::distribute<typename col_t::input_layout>(mesh, X, std::array<i64, 2>{t, in});
+    auto dy = sc::distribute<typename row_t::output_layout>(mesh, dY, std::array<i64, 2>{t, out});
+
+    auto h0 = fc1.forward(x);
+    auto h = nn::relu.forward(h0);
+    auto y = fc2.forward(h);
+    auto yp = fc2.forward_partial(h);
+    auto g2 = fc2.backward(h, dy);
+    auto dh0 = nn::relu.backward(h0, g2.input);
+    auto g1 = fc1.backward(x, dh0);
+
+    // The layouts are the ones the axes imply.
+    static_assert(std::is_same_v<typename decltype(h)::layout_type, typename L::features>);
+    static_assert(std::is_same_v<typename decltype(y)::layout_type, typename L::outside>);
+    static_assert(std::is_same_v<typename decltype(yp)::layout_type, typename L::partial_sum>);
+    static_assert(std::is_same_v<typename decltype(g1.input)::layout_type, typename col_t::input_layout>);
+    static_assert(std::is_same_v<typename decltype(g1.weight)::layout_type, typename L::template grad_of<typename L::column_weight>>);
+
+    auto cmp = [&](const char* what, const auto& d, const std::vector<T>& ref) {
+      const auto g = sc::to_global(d);  // collective
+      if (g != ref) bad.add(comm.rank(), what);
+    };
+    cmp("hidden (column forward)", h0, H0);
+    cmp("relu", h, H);
+    cmp("output (row forward)", y, Y);
+    cmp("output (row forward_partial)", yp, Y);
+    cmp("row dX", g2.input, dH);
+    cmp("row dW", g2.weight, dW2);
+    cmp("row db", g2.bias, db2);
+    cmp("relu backward", dh0, dH0);
+    cmp("column dX", g1.input, dX);
+    cmp("column dW", g1.weight, dW1);
+    cmp("column db", g1.bias, db1);
+    // Inputs and parameters are unchanged.
+    cmp("x unchanged", x, X);
+    cmp("dy unchanged", dy, dY);
+    cmp("W1 unchanged", fc1.weight, W1);
+    cmp("W2 unchanged", fc2.weight, W2);
+  });
+  bad.report();
+}
+
+template <template <int, int> class Kind>
+void pair_on_2d_meshes() {
+  for (auto s : {std::array<i64, 4>{7, 5, 5, 3}, std::array<i64, 4>{5, 3, 1, 2}, std::array<i64, 4>{2, 1, 2, 1}}) {
+    const i64 t = s[0], in = s[1], hid = s[2], out = s[3];
+    // axis 0 data parallel, axis 1 tensor parallel
+    for (auto shape : {std::array<int, 2>{1, 3}, std::array<int, 2>{3, 1}, std::array<int, 2>{2, 2}, std::array<int, 2>{1, 2}})
+      check_pair<Kind<1, 0>>(shape, t, in, hid, out);
+    // axis 0 tensor parallel, axis 1 data parallel
+    for (auto shape : {std::array<int, 2>{3, 1}, std::array<int, 2>{2, 2}})
+      check_pair<Kind<0, 1>>(shape, t, in, hid, out);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("nn: column -> relu -> row, tensor parallel, forward and backward match the global computation") {
+  pair_on_2d_meshes<nn::tensor_parallel>();
+}
+
+TEST_CASE("nn: column -> relu -> row, sequence parallel, forward and backward match the global computation") {
+  pair_on_2d_meshes<nn::sequence_parallel>();
+}
+
+TEST_CASE("nn: a 3-axis mesh with an axis the layers do not use") {
+  check_pair<nn::sequence_parallel<2, 0>>(std::array<int, 3>{2, 2, 2}, 9, 4, 5, 3);
+  check_pair<nn::tensor_parallel<0, 2>>(std::array<int, 3>{3, 2, 1}, 7, 3, 4, 2);
+}
+
+TEST_CASE("nn: layer layouts follow the parallel axes") {
+  using L = nn::layouts<nn::sequence_parallel<1, 0>, 2>;
+  using R = sc::replicate;
+  using S0 = sc::shard<0>;
+  using S1 = sc::shard<1>;
+  using P = sc::partial<sc::sum>;
+  static_assert(std::is_same_v<L::sequence, sc::layout<S0, S0>>);
+  static_assert(std::is_same_v<L::tokens, sc::layout<S0, R>>);
+  static_assert(std::is_same_v<L::outside, sc::layout<S0, S0>>);
+  static_assert(std::is_same_v<L::features, sc::layout<S0, S1>>);
+  static_assert(std::is_same_v<L::partial_sum, sc::layout<S0, P>>);
+  static_assert(std::is_same_v<L::column_weight, sc::layout<R, S1>>);
+  static_assert(std::is_same_v<L::row_weight, sc::layout<R, S0>>);
+  static_assert(std::is_same_v<L::grad_of<L::column_weight>, sc::layout<P, S1>>);
+  using T3 = nn::layouts<nn::tensor_parallel<0, 2>, 3>;
+  static_assert(std::is_same_v<T3::outside, sc::layout<R, R, S0>>);
+  static_assert(std::is_same_v<T3::features, sc::layout<S1, R, S0>>);
+  static_assert(std::is_same_v<T3::column_bias, sc::layout<S0, R, R>>);
+  CHECK(true);
+}
+
+TEST_CASE("nn: gelu and silu layers apply the functors elementwise and keep the layout") {
+  // Inputs are exact; the distributed and the global result apply the same functor to the
+  // same value, so they agree bit for bit (tolerance 0).
+  using T = double;
+  const i64 t = 5, f = 7;
+  const auto X = nn_ref::ints<T>(t * f, 3), D = nn_ref::ints<T>(t * f, 4);
+  std::vector<T> G(X.size()), dG(X.size()), S(X.size()), dS(X.size());
+  for (std::size_t i = 0; i < X.size(); ++i) {
+    G[i] = sc::fn::gelu(X[i]);
+    dG[i] = sc::fn::gelu_grad(X[i], D[i]);
+    S[i] = sc::fn::silu(X[i]);
+    dS[i] = sc::fn::silu_grad(X[i], D[i]);
+  }
+  failures bad;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    using Lh = sc::layout<sc::shard<0>, sc::shard<1>>;
+    auto x = sc::distribute<Lh>(mesh, X, std::array<i64, 2>{t, f});
+    auto d = sc::distribute<Lh>(mesh, D, std::array<i64, 2>{t, f});
+    auto y = nn::gelu.forward(x);
+    static_assert(std::is_same_v<typename decltype(y)::layout_type, Lh>);
+    if (sc::to_global(y) != G) bad.add(comm.rank(), "gelu forward");
+    if (sc::to_global(nn::gelu.backward(x, d)) != dG) bad.add(comm.rank(), "gelu backward");
+    if (sc::to_global(nn::silu.forward(x)) != S) bad.add(comm.rank(), "silu forward");
+    if (sc::to_global(nn::silu.backward(x, d)) != dS) bad.add(comm.rank(), "silu backward");
+  });
+  bad.report();
+}
+
+TEST_CASE("nn: mismatched extents throw layout_error") {
+  using T = double;
+  sc::host::run(2, [](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{1, 2});
+    using Mesh = decltype(mesh);
+    using col_t = nn::column_parallel_linear<T, Mesh, nn::tensor_parallel<1, 0>>;
+    using row_t = nn::row_parallel_linear<T, Mesh, nn::tensor_parallel<1, 0>>;
+    auto w = sc::distribute<col_t::weight_layout>(mesh, nn_ref::ints<T>(12, 0), std::array<i64, 2>{3, 4});
+    auto b4 = sc::distribute<col_t::bias_layout>(mesh, nn_ref::ints<T>(4, 0), std::array<i64, 1>{4});
+    auto b5 = sc::distribute<col_t::bias_layout>(mesh, nn_ref::ints<T>(5, 0), std::array<i64, 1>{5});
+    CHECK_THROWS_AS(col_t(w, b5), sc::layout_error);
+    col_t fc(w, b4);
+    auto x_bad = sc::distribute<col_t::input_layout>(mesh, nn_ref::ints<T>(10, 0), std::array<i64, 2>{5, 2});
+    CHECK_THROWS_AS((void)fc.forward(x_bad), sc::layout_error);
+    auto x = sc::distribute<col_t::input_layout>(mesh, nn_ref::ints<T>(15, 0), std::array<i64, 2>{5, 3});
+    auto dy_bad = sc::distribute<col_t::output_layout>(mesh, nn_ref::ints<T>(16, 0), std::array<i64, 2>{4, 4});
+    CHECK_THROWS_AS((void)fc.backward(x, dy_bad), sc::layout_error);
+    auto w2 = sc::distribute<row_t::weight_layout>(mesh, nn_ref::ints<T>(12, 0), std::array<i64, 2>{4, 3});
+    auto b2 = sc::distribute<row_t::bias_layout>(mesh, nn_ref::ints<T>(3, 0), std::array<i64, 1>{3});
+    row_t fc2(w2, b2);
+    auto h_bad = sc::distribute<row_t::input_layout>(mesh, nn_ref::ints<T>(15, 0), std::array<i64, 2>{5, 3});
+    CHECK_THROWS_AS((void)fc2.forward(h_bad), sc::layout_error);
+  });
+}
