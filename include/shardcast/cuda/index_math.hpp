@@ -24,6 +24,12 @@ namespace shardcast::device::detail {
 // Vector splits
 // ---------------------------------------------------------------------------------------
 
+/// N elements of T moved as one load or store (alignment: the whole vector).
+template <class T, int N>
+struct alignas(sizeof(T) * N) aligned_vector {
+  T v[N];
+};
+
 /// Elements per vector for a loop over arrays whose element sizes are `sizes[0..k)`: 16 bytes
 /// of the widest type when every size is a power of two no larger than 16, else 1 (scalar).
 SHARDCAST_HOST_DEVICE constexpr int vector_width(const std::size_t* sizes, int k) {
