@@ -135,3 +135,27 @@ TEST_CASE("p2p::run's allocator serves every device dtensor and temporary of its
   CHECK(l.bad_frees == 0);
   CHECK(l.live.empty());
 }
+
+// The snippet of docs/03_gpu.md ("Device memory"), compiled here so it cannot rot: an
+// application's stream-ordered memory resource (the shape of RMM's device_memory_resource:
+// allocate(bytes, stream) / deallocate(p, bytes, stream)) serving every rank of a p2p run.
+namespace app {
+struct pool_resource {  // stands in for the application's resource
+  void* allocate(std::size_t bytes, cudaStream_t s) { return sc::device::async_allocator{}.allocate(bytes, s); }
+  void deallocate(void* p, std::size_t bytes, cudaStream_t s) { sc::device::async_allocator{}.deallocate(p, bytes, s); }
+};
+}  // namespace app
+
+struct resource_allocator {                 // adapts it to shardcast's allocator concept
+  app::pool_resource* r;
+  void* allocate(std::size_t n, cudaStream_t s) { return r->allocate(n, s); }
+  void deallocate(void* p, std::size_t n, cudaStream_t s) { r->deallocate(p, n, s); }
+};
+
+[[maybe_unused]] static void run_with_pool(app::pool_resource& pool) {
+  sc::p2p::options o;
+  o.allocator = resource_allocator{&pool};  // every rank's tensors and temporaries
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) { /* make_mesh(c, ...), distribute, redistribute ... */ (void)c; }, o);
+  // Or for the current thread only (e.g. around code that uses an nccl::communicator you wrapped):
+  sc::device::scoped_allocator use(resource_allocator{&pool});
+}
