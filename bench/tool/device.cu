@@ -195,13 +195,18 @@ void run_sweep(Comm& comm, const options& o, shared_results& sh, const std::func
 }  // namespace
 
 int device_ranks(const options& o) {
+#if !defined(SHARDCAST_BENCH_WITH_NCCL)
+  if (o.backend == "nccl") {
+    std::fprintf(stderr, "shardcast-bench: backend nccl not built (needs NCCL at configure time)\n");
+    return -1;
+  }
+#endif
   const int ndev = visible_devices();
   if (ndev == 0) {
     std::fprintf(stderr, "shardcast-bench: backend %s needs a CUDA device; none is visible\n", o.backend.c_str());
     return -1;
   }
   if (o.backend == "nccl") {
-#if defined(SHARDCAST_BENCH_WITH_NCCL)
     if (o.ranks > ndev) {
       std::fprintf(stderr,
                    "shardcast-bench: --backend nccl runs one rank per GPU; %d ranks asked, %d GPUs visible "
@@ -210,10 +215,6 @@ int device_ranks(const options& o) {
       return -1;
     }
     return o.ranks;
-#else
-    std::fprintf(stderr, "shardcast-bench: backend nccl not built (needs NCCL at configure time)\n");
-    return -1;
-#endif
   }
   if (o.backend == "p2p") return o.ranks;
   std::fprintf(stderr, "shardcast-bench: %s is not a device backend\n", o.backend.c_str());

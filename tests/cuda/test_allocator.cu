@@ -152,10 +152,10 @@ struct resource_allocator {                 // adapts it to shardcast's allocato
   void deallocate(void* p, std::size_t n, cudaStream_t s) { r->deallocate(p, n, s); }
 };
 
-[[maybe_unused]] static void run_with_pool(app::pool_resource& pool) {
+[[maybe_unused]] static void run_with_pool(app::pool_resource& pool) {  // docs/03_gpu.md omits "[[maybe_unused]] static"
   sc::p2p::options o;
   o.allocator = resource_allocator{&pool};  // every rank's tensors and temporaries
-  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) { /* make_mesh(c, ...), distribute, redistribute ... */ (void)c; }, o);
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) { /* make_mesh(c, ...), distribute, redistribute ... */ }, o);
   // Or for the current thread only (e.g. around code that uses an nccl::communicator you wrapped):
   sc::device::scoped_allocator use(resource_allocator{&pool});
 }
