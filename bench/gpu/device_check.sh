@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Configures, builds and runs the gpu-labelled tests and the kernel benchmarks on a machine
-# with a CUDA device, writing every log to OUTDIR.
+# Everything GPU-side in one go, on a machine with a CUDA device: configure, build the
+# gpu-labelled tests and the device benchmarks, run the tests (ctest -L gpu), the kernel
+# benchmarks (bench_kernels at 256 and 512 MiB) and shardcast-bench on the device backends
+# (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank), writing every log to OUTDIR.
+#
 #   bench/gpu/device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]
+#
 # DOCTEST_INCLUDE_DIR holds doctest/doctest.h, for machines without the doctest package
 # (default: the first of third_party, .carry/doctest that has it; else the package is used).
+# The whole run stays within SHARDCAST_CHECK_BUDGET_S seconds (default 480): every step gets
+# what is left, and a step that runs out is stopped and reported, so the logs always come back.
+# Exit status: 0 when every step passed, 1 otherwise (see OUTDIR/summary.log).
 set -uo pipefail
 out=${1:?usage: device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 doctest=${2:-}
 if [[ -z "$doctest" ]]; then
   for d in "$root/third_party" "$root/.carry/doctest"; do
@@ -15,15 +23,75 @@ if [[ -z "$doctest" ]]; then
   done
 fi
 build=${SHARDCAST_BUILD_DIR:-$root/build-gpu}
-args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_BUILD_EXAMPLES=OFF)
-[[ -n "$doctest" ]] && args+=(-DSHARDCAST_DOCTEST_INCLUDE_DIR="$doctest")
-{ date -u; nvidia-smi || true; nvcc --version || true; } > "$out/machine.log" 2>&1
-cmake "${args[@]}" > "$out/configure.log" 2>&1 || { echo "configure failed: $out/configure.log"; exit 1; }
-cmake --build "$build" -j "$(nproc)" --target cuda_kernels_test cuda_nccl_test cuda_p2p_test bench_kernels \
-  > "$out/build.log" 2>&1 || { echo "build failed: $out/build.log"; exit 1; }
+budget=${SHARDCAST_CHECK_BUDGET_S:-480}
+deadline=$((SECONDS + budget))
+summary="$out/summary.log"
+: > "$summary"
 rc=0
-(cd "$build" && ctest -L gpu --output-on-failure) > "$out/ctest.log" 2>&1 || rc=1
-"$build/bench/kernels/bench_kernels" > "$out/bench_kernels.log" 2>&1 || rc=1
-tail -n 5 "$out/ctest.log"
-cat "$out/bench_kernels.log"
+
+# step NAME LOG MAX_SECONDS COMMAND...: runs COMMAND with at most MAX_SECONDS and what is left
+# of the budget, logs to OUTDIR/LOG, records PASS/FAIL/TIMEOUT/SKIPPED in the summary.
+step() {
+  local name=$1 log=$2 max=$3
+  shift 3
+  local left=$((deadline - SECONDS))
+  if ((left < 5)); then
+    echo "SKIPPED  $name (budget of ${budget}s spent)" | tee -a "$summary"
+    rc=1
+    return 1
+  fi
+  local limit=$((max < left ? max : left))
+  local t0=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" > "$out/$log" 2>&1
+  local status=$?
+  local took=$((SECONDS - t0))
+  if ((status == 0)); then
+    echo "PASS     $name (${took}s, $log)" | tee -a "$summary"
+  elif ((status == 124 || status == 137)); then
+    echo "TIMEOUT  $name after ${limit}s ($log)" | tee -a "$summary"
+    rc=1
+  else
+    echo "FAIL     $name (exit $status, ${took}s, $log)" | tee -a "$summary"
+    rc=1
+  fi
+  return $status
+}
+
+{ date -u; nvidia-smi || true; nvcc --version || true; nproc; } > "$out/machine.log" 2>&1
+
+args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_BUILD_EXAMPLES=OFF
+      -DSHARDCAST_BUILD_TESTS=ON -DSHARDCAST_BUILD_BENCH=ON)
+[[ -n "$doctest" ]] && args+=(-DSHARDCAST_DOCTEST_INCLUDE_DIR="$doctest")
+step configure configure.log 120 cmake "${args[@]}" || { cat "$summary"; exit 1; }
+
+targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
+         cudahost_index_math_test bench_kernels shardcast-bench)
+# Targets that exist only when their dependency was found (NCCL; MPI for the bootstrap test):
+# every gpu-labelled test must be built, or ctest -L gpu reports it as not run.
+for t in cuda_nccl_test cuda_p2p_test test_mpi_nccl; do
+  cmake --build "$build" --target help 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+done
+step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || { tail -n 30 "$out/build.log"; cat "$summary"; exit 1; }
+
+step "ctest -L gpu" ctest.log 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+step "index math (host)" index_math.log 30 "$build/tests/cudahost/cudahost_index_math_test"
+step "bench_kernels 256 512 MiB" bench_kernels.log 90 "$build/bench/kernels/bench_kernels" 256 512
+
+tool="$build/bench/tool/shardcast-bench"
+sweep=(-b 1M -e 256M -f 16 -n 20 -w 5 -c 1)
+for coll in all_reduce reduce_scatter all_gather; do
+  for ranks in 2 4; do
+    step "shardcast-bench $coll p2p x$ranks" "bench_p2p_${coll}_${ranks}.log" 60 \
+      "$tool" "$coll" --backend p2p --ranks "$ranks" "${sweep[@]}" --json "$out/bench_p2p_${coll}_${ranks}.json"
+  done
+done
+step "shardcast-bench all_reduce nccl x1" bench_nccl_all_reduce_1.log 60 \
+  "$tool" all_reduce --backend nccl --ranks 1 "${sweep[@]}" --json "$out/bench_nccl_all_reduce_1.json"
+
+echo "---- summary ($((SECONDS))s of ${budget}s)"
+cat "$summary"
+echo "---- ctest"
+tail -n 15 "$out/ctest.log" 2>/dev/null
+echo "---- bench_kernels"
+cat "$out/bench_kernels.log" 2>/dev/null
 exit $rc

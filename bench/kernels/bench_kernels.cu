@@ -1,14 +1,26 @@
-// Fused reduce + epilogue vs reduce then a separate epilogue kernel, and region pack vs
-// cudaMemcpy2DAsync, each as GB/s and as a fraction of the D2D copy bandwidth measured here.
-// Usage: bench_kernels [MiB ...]   (default 256 512 1024: bytes of the output buffer)
+// Kernel benchmarks, every figure measured in this run on device 0 and printed beside the
+// device's copy bandwidth measured in the same run (cudaMemcpyAsync device to device):
+//  - the fused reduce + epilogue (4 sources, as a p2p reduce-scatter of 4 ranks on one GPU)
+//    on both of its paths (CUB DeviceTransform and the kernel), against the same reduction
+//    followed by a separate epilogue kernel; float and bfloat16; with a bias (kernel path);
+//  - region copies (the executor's pack) on both paths (cub::DeviceMemcpy::Batched and the
+//    unit kernel) against cudaMemcpy2DAsync, for long and for short rows;
+//  - the elementwise loops (map, zip).
+// Bandwidth is bytes read + bytes written per second (GB/s = 1e9 B/s); "of copy" divides by
+// the copy bandwidth so defined. Targets (DESIGN.md section 5): fused >= 0.85 of copy and
+// >= 1.3x the two-kernel version.
+// Usage: bench_kernels [MiB ...]   (default 256 512 1024: bytes of one float source buffer)
+#include <shardcast/cuda/elementwise.cuh>
 #include <shardcast/cuda/pack.cuh>
 #include <shardcast/cuda/reduce_scatter.cuh>
+#include <shardcast/ops/functors.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
 namespace sc = shardcast;
+namespace cu = shardcast::device;
 
 namespace {
 template <class F>
@@ -28,6 +40,123 @@ double time_ms(F&& f, cudaStream_t s, int reps = 10) {
   return double(ms) / reps;
 }
 double gbps(double bytes, double ms) { return bytes / (ms * 1e6); }
+const char* verdict(bool met) { return met ? "met" : "MISSED"; }
+
+template <class T>
+T* device_alloc(std::size_t bytes, cudaStream_t s) {
+  void* p = nullptr;
+  SHARDCAST_CUDA_TRY(cudaMalloc(&p, bytes));
+  SHARDCAST_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, s));
+  return static_cast<T*>(p);
+}
+
+// Fused vs two kernels for nsrc sources of In reduced into Out, both paths of the fused kernel.
+template <class In, class Out>
+void fused_vs_two(const char* label, std::size_t n, double copy_bw, cudaStream_t s) {
+  constexpr int nsrc = 4;
+  std::vector<In*> src(nsrc);
+  for (auto& p : src) p = device_alloc<In>(n * sizeof(In), s);
+  Out* dst = device_alloc<Out>(n * sizeof(Out), s);
+  Out* tmp = device_alloc<Out>(n * sizeof(Out), s);
+  std::vector<const In*> cs(src.begin(), src.end());
+  const auto epi = cu::compose(cu::scale{0.25f}, cu::gelu{});
+  const double moved = double(nsrc) * n * sizeof(In) + double(n) * sizeof(Out);
+  const double cub_ms = time_ms([&] { cu::detail::reduce_sources_cub<nsrc>(cs.data(), dst, n, sc::reduce_op::sum, s, epi); }, s);
+  const double ker_ms =
+      time_ms([&] { cu::detail::reduce_sources_kernel_path(cs.data(), std::size_t(nsrc), dst, n, sc::reduce_op::sum, s, epi); }, s);
+  // Two kernels: the reduction, then a separate epilogue pass (each on the same path).
+  const double two_cub_ms = time_ms([&] {
+    cu::detail::reduce_sources_cub<nsrc>(cs.data(), tmp, n, sc::reduce_op::sum, s, cu::identity{});
+    const Out* one[1] = {tmp};
+    cu::detail::reduce_sources_cub<1>(one, dst, n, sc::reduce_op::sum, s, epi);
+  }, s);
+  const double two_ker_ms = time_ms([&] {
+    cu::detail::reduce_sources_kernel_path(cs.data(), std::size_t(nsrc), tmp, n, sc::reduce_op::sum, s, cu::identity{});
+    const Out* one[1] = {tmp};
+    cu::detail::reduce_sources_kernel_path(one, 1, dst, n, sc::reduce_op::sum, s, epi);
+  }, s);
+  const double cub_bw = gbps(moved, cub_ms), ker_bw = gbps(moved, ker_ms);
+  std::printf("  fused reduce(%d)+scale+gelu %-14s CUB    %8.1f GB/s = %.3f of copy (>=0.85 %s) | two kernels %.3f ms, fused %.3f ms: "
+              "%.2fx (>=1.3 %s)\n",
+              nsrc, label, cub_bw, cub_bw / copy_bw, verdict(cub_bw >= 0.85 * copy_bw), two_cub_ms, cub_ms, two_cub_ms / cub_ms,
+              verdict(two_cub_ms >= 1.3 * cub_ms));
+  std::printf("  fused reduce(%d)+scale+gelu %-14s kernel %8.1f GB/s = %.3f of copy (>=0.85 %s) | two kernels %.3f ms, fused %.3f ms: "
+              "%.2fx (>=1.3 %s)\n",
+              nsrc, label, ker_bw, ker_bw / copy_bw, verdict(ker_bw >= 0.85 * copy_bw), two_ker_ms, ker_ms, two_ker_ms / ker_ms,
+              verdict(two_ker_ms >= 1.3 * ker_ms));
+  for (auto p : src) (void)cudaFree(p);
+  (void)cudaFree(dst);
+  (void)cudaFree(tmp);
+}
+
+// A bias over the innermost dim needs the element index: kernel path only.
+void fused_bias(std::size_t n, double copy_bw, cudaStream_t s) {
+  constexpr int nsrc = 4;
+  const std::size_t cols = 4096;
+  std::vector<float*> src(nsrc);
+  for (auto& p : src) p = device_alloc<float>(n * sizeof(float), s);
+  float* dst = device_alloc<float>(n * sizeof(float), s);
+  float* bias = device_alloc<float>(cols * sizeof(float), s);
+  std::vector<const float*> cs(src.begin(), src.end());
+  const auto epi = cu::compose(cu::scale{0.25f}, cu::bias_add<float>{bias, cols}, cu::gelu{});
+  const double ms = time_ms([&] { cu::reduce_sources(cs.data(), std::size_t(nsrc), dst, n, sc::reduce_op::sum, s, epi); }, s);
+  const double bw = gbps(double(nsrc + 1) * n * sizeof(float), ms);
+  std::printf("  fused reduce(%d)+scale+bias+gelu float          kernel %8.1f GB/s = %.3f of copy (>=0.85 %s)\n", nsrc, bw, bw / copy_bw,
+              verdict(bw >= 0.85 * copy_bw));
+  for (auto p : src) (void)cudaFree(p);
+  (void)cudaFree(dst);
+  (void)cudaFree(bias);
+}
+
+// Columns [c0, c0 + w) of a rows x cols float matrix into a contiguous rows x w buffer.
+void pack(std::size_t n, std::int64_t cols, std::int64_t w, double copy_bw, cudaStream_t s) {
+  const std::int64_t rows = std::int64_t(n) / cols, c0 = w;
+  float* src = device_alloc<float>(n * sizeof(float), s);
+  float* dst = device_alloc<float>(n * sizeof(float), s);
+  sc::box sb, db;
+  sb.rank = db.rank = 2;
+  sb.ext[0] = rows;
+  sb.ext[1] = cols;
+  db.ext[0] = rows;
+  db.off[1] = c0;
+  db.ext[1] = w;
+  namespace dd = cu::detail;
+  const dd::region_plan p =
+      dd::plan_region(sizeof(float), sb, db, db, reinterpret_cast<std::uintptr_t>(src), reinterpret_cast<std::uintptr_t>(dst));
+  const auto* from = reinterpret_cast<const unsigned char*>(src) + p.src_byte_offset;
+  auto* to = reinterpret_cast<unsigned char*>(dst) + p.dst_byte_offset;
+  const double batched_ms = time_ms([&] { dd::copy_rows_batched(from, to, p, s); }, s);
+  const double kernel_ms = time_ms([&] { dd::copy_rows_kernel(from, to, p, s); }, s);
+  const double m2d_ms = time_ms([&] {
+    SHARDCAST_CUDA_TRY(cudaMemcpy2DAsync(dst, w * sizeof(float), src + c0, cols * sizeof(float), w * sizeof(float), rows,
+                                         cudaMemcpyDeviceToDevice, s));
+  }, s);
+  const double moved = 2.0 * double(rows * w) * sizeof(float);
+  const char* picked = dd::choose_region_path(p) == dd::region_path::batched ? "batched" : "kernel";
+  std::printf("  pack %lld x %lld of %lld float cols (%lld-byte rows, copy_region picks %s): batched (CUB) %8.1f GB/s = %.3f of copy | "
+              "kernel %8.1f GB/s = %.3f | cudaMemcpy2DAsync %8.1f GB/s = %.3f\n",
+              (long long)rows, (long long)w, (long long)cols, (long long)(w * 4), picked, gbps(moved, batched_ms),
+              gbps(moved, batched_ms) / copy_bw, gbps(moved, kernel_ms), gbps(moved, kernel_ms) / copy_bw, gbps(moved, m2d_ms),
+              gbps(moved, m2d_ms) / copy_bw);
+  (void)cudaFree(src);
+  (void)cudaFree(dst);
+}
+
+void elementwise(std::size_t n, double copy_bw, cudaStream_t s) {
+  using ew = sc::detail::elementwise_exec<sc::device_memory>;
+  float* a = device_alloc<float>(n * sizeof(float), s);
+  float* b = device_alloc<float>(n * sizeof(float), s);
+  float* c = device_alloc<float>(n * sizeof(float), s);
+  const double map_ms = time_ms([&] { ew::map(a, c, n, sc::fn::gelu, s); }, s);
+  const double zip_ms = time_ms([&] { ew::zip(a, b, c, n, sc::fn::add, s); }, s);
+  const double map_bw = gbps(2.0 * n * sizeof(float), map_ms), zip_bw = gbps(3.0 * n * sizeof(float), zip_ms);
+  std::printf("  elementwise float: map gelu %8.1f GB/s = %.3f of copy | zip add %8.1f GB/s = %.3f of copy\n", map_bw, map_bw / copy_bw,
+              zip_bw, zip_bw / copy_bw);
+  (void)cudaFree(a);
+  (void)cudaFree(b);
+  (void)cudaFree(c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -41,51 +170,27 @@ int main(int argc, char** argv) {
   if (mib.empty()) mib = {256, 512, 1024};
   cudaDeviceProp prop{};
   SHARDCAST_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device: %s\n", prop.name);
+  std::printf("device: %s (%d SMs)\n", prop.name, prop.multiProcessorCount);
   cudaStream_t s;
   SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
-  const int nsrc = 4;  // four ranks' chunks (p2p reduce-scatter of 4 ranks on one GPU)
   for (std::size_t m : mib) {
     const std::size_t bytes = m << 20, n = bytes / sizeof(float);
-    std::vector<float*> src(nsrc);
-    float *dst, *tmp;
-    for (auto& p : src) SHARDCAST_CUDA_TRY(cudaMalloc(&p, bytes));
-    SHARDCAST_CUDA_TRY(cudaMalloc(&dst, bytes));
-    SHARDCAST_CUDA_TRY(cudaMalloc(&tmp, bytes));
-    for (auto p : src) SHARDCAST_CUDA_TRY(cudaMemsetAsync(p, 0, bytes, s));
+    float* x = device_alloc<float>(bytes, s);
+    float* y = device_alloc<float>(bytes, s);
     // Copy bandwidth: read + write of `bytes`.
-    const double copy_ms = time_ms([&] { SHARDCAST_CUDA_TRY(cudaMemcpyAsync(dst, src[0], bytes, cudaMemcpyDeviceToDevice, s)); }, s);
+    const double copy_ms = time_ms([&] { SHARDCAST_CUDA_TRY(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s)); }, s);
     const double copy_bw = gbps(2.0 * bytes, copy_ms);
-    std::vector<const float*> cs(src.begin(), src.end());
-    const auto epi = sc::device::compose(sc::device::scale{0.25f}, sc::device::gelu{});
-    // Fused: nsrc reads + 1 write.
-    const double fused_ms = time_ms([&] { sc::device::reduce_sources(cs.data(), cs.size(), dst, n, sc::reduce_op::sum, s, epi); }, s);
-    // Two kernels: reduce (nsrc reads + 1 write), then epilogue (1 read + 1 write).
-    const double two_ms = time_ms([&] {
-      sc::device::reduce_sources(cs.data(), cs.size(), tmp, n, sc::reduce_op::sum, s);
-      sc::device::apply_epilogue(tmp, dst, n, epi, s);
-    }, s);
-    const double fused_bw = gbps(double(nsrc + 1) * bytes, fused_ms);
-    std::printf("%6zu MiB  copy %8.1f GB/s | fused reduce(%d)+scale+gelu %8.1f GB/s (%.2f of copy) | two kernels %.3f ms, fused %.3f ms: %.2fx\n",
-                m, copy_bw, nsrc, fused_bw, fused_bw / copy_bw, two_ms, fused_ms, two_ms / fused_ms);
-    // Pack: columns [c0, c0+w) of a rows x 4096 float matrix into a contiguous rows x w buffer.
-    const std::int64_t cols = 4096, rows = std::int64_t(n) / cols, w = 1024, c0 = 1024;
-    sc::box sb, db, rg;
-    sb.rank = db.rank = rg.rank = 2;
-    sb.ext[0] = rows; sb.ext[1] = cols;
-    db.ext[0] = rows; db.off[1] = c0; db.ext[1] = w;
-    rg = db;
-    const double pack_ms = time_ms([&] { sc::device::copy_region(src[0], sb, dst, db, rg, s); }, s);
-    const double m2d_ms = time_ms([&] {
-      SHARDCAST_CUDA_TRY(cudaMemcpy2DAsync(dst, w * sizeof(float), src[0] + c0, cols * sizeof(float), w * sizeof(float), rows,
-                                           cudaMemcpyDeviceToDevice, s));
-    }, s);
-    const double moved = 2.0 * double(rows * w) * sizeof(float);
-    std::printf("%6zu MiB  pack %lld x %lld of %lld cols: copy_region %8.1f GB/s (%.2f of copy) | cudaMemcpy2DAsync %8.1f GB/s\n", m,
-                (long long)rows, (long long)w, (long long)cols, gbps(moved, pack_ms), gbps(moved, pack_ms) / copy_bw, gbps(moved, m2d_ms));
-    for (auto p : src) (void)cudaFree(p);
-    (void)cudaFree(dst);
-    (void)cudaFree(tmp);
+    (void)cudaFree(x);
+    (void)cudaFree(y);
+    std::printf("%zu MiB per source: device copy (cudaMemcpyAsync D2D) %.1f GB/s\n", m, copy_bw);
+    fused_vs_two<float, float>("float", n, copy_bw, s);
+    fused_vs_two<__nv_bfloat16, __nv_bfloat16>("bfloat16", n, copy_bw, s);
+    fused_vs_two<float, __nv_bfloat16>("float->bf16", n, copy_bw, s);
+    fused_bias(n, copy_bw, s);
+    pack(n, 4096, 1024, copy_bw, s);  // 4 KiB rows
+    pack(n, 64, 16, copy_bw, s);      // 64-byte rows
+    elementwise(n, copy_bw, s);
+    std::fflush(stdout);
   }
   (void)cudaStreamDestroy(s);
   return 0;

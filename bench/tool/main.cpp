@@ -18,6 +18,10 @@
 
 #include "common.hpp"
 
+#if defined(SHARDCAST_BENCH_WITH_DEVICE)
+#include "device.hpp"
+#endif
+
 #if defined(SHARDCAST_BENCH_WITH_MPI) && __has_include(<shardcast/comm/mpi.hpp>)
 #include <mpi.h>
 #include <shardcast/comm/mpi.hpp>
@@ -313,6 +317,30 @@ int run_mpi_backend(const bn::options& o) {
 }
 #endif
 
+#if defined(SHARDCAST_BENCH_WITH_DEVICE)
+/// The device backends (device.cu): the same table, from device buffers timed with CUDA events.
+int run_device_backend(const bn::options& o) {
+  const int n = bn::device_ranks(o);
+  if (n < 0) return 2;
+  print_header(o, n);
+  std::vector<row> rows;
+  const int rc = bn::device_sweep(o, [&](const bn::device_row& d) {
+    row r;
+    r.k = d.k;
+    r.time_us = d.time_us;
+    r.wrong = d.wrong;
+    r.cpy1 = d.cpy1;
+    r.cpyN = d.cpyN;
+    const double secs = r.time_us * 1e-6;
+    r.algbw = secs > 0 ? static_cast<double>(r.k.bytes) / secs / 1e9 : 0;
+    r.busbw = r.algbw * bn::busbw_factor(o.op_kind, n);
+    print_row(o, r);
+    rows.push_back(r);
+  });
+  return rc ? rc : finish(o, n, rows);
+}
+#endif
+
 int not_built(const std::string& backend, const char* why) {
   std::fprintf(stderr, "shardcast-bench: backend %s not built (%s)\n", backend.c_str(), why);
   return 2;
@@ -337,6 +365,9 @@ int main(int argc, char** argv) {
       return not_built("mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
 #endif
     }
+#if defined(SHARDCAST_BENCH_WITH_DEVICE)
+    if (o.backend == "nccl" || o.backend == "p2p") return run_device_backend(o);
+#endif
     if (o.backend == "nccl") return not_built("nccl", "needs CUDA and NCCL at configure time and shardcast/comm/nccl.hpp");
     if (o.backend == "p2p") return not_built("p2p", "needs CUDA at configure time and shardcast/comm/p2p.hpp");
     std::fprintf(stderr, "shardcast-bench: unknown backend '%s' (host, mpi, nccl, p2p)\n", o.backend.c_str());

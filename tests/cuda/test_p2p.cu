@@ -135,6 +135,101 @@ TEST_CASE("p2p: a rank that throws makes the others fail with comm_error" * doct
                     "rank 1 gave up");
 }
 
+TEST_CASE("p2p send/recv are pairwise: only the two ranks meet" * doctest::skip(no_device())) {
+  // Ranks 0 and 1 exchange three messages while 2 -> 3 exchange one; no rank waits for a rank
+  // it does not talk to (a group-wide rendezvous would time out here). Then a ring, with even
+  // ranks sending first because a send waits for its receive.
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {
+    const int r = c.rank(), p = c.size();
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    auto msg = [](int from, int tag, std::size_t n) {
+      std::vector<float> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = float(from * 1000 + tag * 100 + int(i % 97));
+      return v;
+    };
+    const std::size_t sizes[] = {1000, 0, 33};
+    if (r == 0 || r == 1) {
+      for (int t = 0; t < 3; ++t) {
+        const std::size_t n = sizes[t];
+        dvec<float> out(n), in(n);
+        out.put(msg(r, t, n));
+        if (r == 0) {
+          c.send(out.p, n, 1, s);
+          c.recv(in.p, n, 1, s);
+        } else {
+          c.recv(in.p, n, 0, s);
+          c.send(out.p, n, 0, s);
+        }
+        SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+        CHECK(in.get() == msg(1 - r, t, n));
+      }
+    } else {
+      dvec<float> buf(500);
+      if (r == 2) {
+        buf.put(msg(2, 7, 500));
+        c.send(buf.p, 500, 3, s);
+      } else {
+        c.recv(buf.p, 500, 2, s);
+      }
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+      if (r == 3) CHECK(buf.get() == msg(2, 7, 500));
+    }
+    // Ring: r sends to r+1 and receives from r-1.
+    {
+      const std::size_t n = 257;
+      dvec<float> out(n), in(n);
+      out.put(msg(r, 9, n));
+      const int next = (r + 1) % p, prev = (r + p - 1) % p;
+      if (r % 2 == 0) {
+        c.send(out.p, n, next, s);
+        c.recv(in.p, n, prev, s);
+      } else {
+        c.recv(in.p, n, prev, s);
+        c.send(out.p, n, next, s);
+      }
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+      CHECK(in.get() == msg(prev, 9, n));
+    }
+    c.barrier();
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
+}
+
+TEST_CASE("p2p send/recv: a size mismatch is a comm_error, a missing sender times out, a failed sender aborts" *
+          doctest::skip(no_device())) {
+  auto with_stream = [](auto&& f) {
+    return [f](sc::p2p::communicator& c) {
+      cudaStream_t s;
+      SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+      dvec<float> b(8);
+      try {
+        f(c, b.p, s);
+      } catch (...) {
+        (void)cudaStreamDestroy(s);
+        throw;
+      }
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+      SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+    };
+  };
+  CHECK_THROWS_AS(sc::p2p::run(2, {0}, with_stream([](sc::p2p::communicator& c, float* b, cudaStream_t s) {
+                    if (c.rank() == 0) c.send(b, 5, 1, s);
+                    else c.recv(b, 6, 0, s);
+                  })),
+                  sc::comm_error);
+  const sc::p2p::options quick{std::chrono::milliseconds(300)};
+  CHECK_THROWS_AS(sc::p2p::run(3, {0}, with_stream([](sc::p2p::communicator& c, float* b, cudaStream_t s) {
+                    if (c.rank() == 1) c.recv(b, 4, 0, s);  // rank 0 never sends
+                  }), quick),
+                  sc::comm_error);
+  CHECK_THROWS_WITH(sc::p2p::run(2, {0}, with_stream([](sc::p2p::communicator& c, float* b, cudaStream_t s) {
+                      if (c.rank() == 0) throw std::runtime_error("sender gave up");
+                      c.recv(b, 4, 0, s);
+                    })),
+                    "sender gave up");
+}
+
 namespace {
 // Device dtensors through the core executor: S(0),S(1) on a 2x2 mesh to every other layout
 // the test names, compared with the global tensor itself (to_global of the result).

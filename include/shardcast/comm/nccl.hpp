@@ -23,10 +23,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../cuda/allocator.hpp"
 #include "../cuda/check.hpp"
 #include "../cuda/dtypes.hpp"
 #include "../error.hpp"
@@ -37,6 +39,10 @@ namespace shardcast::nccl {
 /// Options of an NCCL communicator.
 struct options {
   std::chrono::milliseconds timeout{0};  ///< 0: SHARDCAST_TIMEOUT_MS or 60 s
+  /// run_local only: device memory of every rank's tensors and temporaries
+  /// (cuda/allocator.hpp); unset: the allocator current in the calling thread. Shared by all
+  /// ranks, so it must be thread-safe.
+  std::optional<device::any_allocator> allocator{};
 };
 
 namespace detail {
@@ -317,7 +323,7 @@ class communicator {
 static_assert(shardcast::communicator<communicator>, "shardcast::nccl::communicator must model shardcast::communicator");
 
 /// Runs `f(comm)` on `ndev` threads, thread i on GPU i with rank i of one communicator
-/// (ncclCommInitAll). If one rank throws, the others' NCCL waits give up with comm_error;
+/// (ncclCommInitAll) and `o.allocator` (else the caller's) as its current allocator. If one rank throws, the others' NCCL waits give up with comm_error;
 /// after every thread ends, the first exception is rethrown.
 /// @throws layout_error if ndev exceeds the visible devices; comm_error if NCCL fails.
 template <class F>
@@ -332,6 +338,7 @@ void run_local(int ndev, F&& f, options o) {
   const ncclResult_t r = ncclCommInitAll(comms.data(), ndev, nullptr);
   if (r != ncclSuccess) throw comm_error(std::string("shardcast::nccl::run_local: ncclCommInitAll failed: ") + ncclGetErrorString(r));
   auto world = std::make_shared<detail::world_flag>();
+  const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   std::mutex m;
   std::exception_ptr first;
   std::vector<std::thread> threads;
@@ -344,6 +351,7 @@ void run_local(int ndev, F&& f, options o) {
         c.s_->timeout = detail::timeout_or_default(o.timeout);
         c.s_->world = world;
         SHARDCAST_CUDA_TRY(cudaSetDevice(i));
+        device::scoped_allocator use(alloc);
         c.fill_rank_size();
         f(c);
       } catch (...) {

@@ -6,8 +6,10 @@
 /// cudaMemcpyPeerAsync. Ordering is stream-ordered with events: each rank records an event on
 /// its stream after publishing its pointers and every peer waits on it with
 /// cudaStreamWaitEvent before reading; a second event says "done reading", so no rank reuses a
-/// buffer a peer is still reading. Host-side rendezvous has the host backend's failure semantics:
-/// a rank that throws aborts the world, and a wait longer than the timeout is a comm_error.
+/// buffer a peer is still reading. Point-to-point send/recv are pairwise: one channel per
+/// (sender, receiver), so only the two ranks involved meet (see communicator::send).
+/// Host-side rendezvous has the host backend's failure semantics: a rank that throws aborts
+/// the world, and a wait longer than the timeout is a comm_error.
 /// This header launches kernels: include it from CUDA sources (nvcc).
 
 #include <cuda_runtime_api.h>
@@ -21,11 +23,13 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "../cuda/allocator.hpp"
 #include "../cuda/check.hpp"
 #include "../cuda/dtypes.hpp"
 #include "../cuda/reduce_scatter.cuh"
@@ -37,6 +41,10 @@ namespace shardcast::p2p {
 /// Options of p2p::run.
 struct options {
   std::chrono::milliseconds timeout{0};  ///< 0: SHARDCAST_TIMEOUT_MS or 60 s
+  /// Device memory of every rank's tensors and temporaries (cuda/allocator.hpp); unset: the
+  /// allocator current in the calling thread when run starts. Shared by all ranks, so it must
+  /// be thread-safe.
+  std::optional<device::any_allocator> allocator{};
 };
 
 namespace detail {
@@ -80,19 +88,66 @@ struct slot {
   std::vector<int> members;  // split: world-group ranks of the new group
 };
 
+/// A point-to-point channel from one rank to another. The receiver posts its buffer and an
+/// event recorded on its stream (`ready`: the buffer may be overwritten after it); the sender
+/// makes its stream wait for `ready`, enqueues the peer copy, records `copied` after it and
+/// marks the channel done; the receiver makes its stream wait for `copied`. Each event is
+/// created by the rank that records it, on that rank's device, the first time it is needed.
+struct channel {
+  std::mutex m;
+  std::condition_variable cv;
+  void* buf = nullptr;
+  std::size_t bytes = 0;
+  int device = 0;  // the receiver's
+  bool posted = false, done = false, mismatch = false;
+  std::size_t sent_bytes = 0;  // on a mismatch: what the sender offered
+  cudaEvent_t ready = nullptr;
+  cudaEvent_t copied = nullptr;
+  channel() = default;
+  channel(const channel&) = delete;
+  channel& operator=(const channel&) = delete;
+  ~channel() {
+    if (ready) (void)cudaEventDestroy(ready);
+    if (copied) (void)cudaEventDestroy(copied);
+  }
+};
+
 struct group_state {
   std::shared_ptr<world_state> world;
   int size;
   std::vector<slot> slots;
+  std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
   std::mutex m;
   std::condition_variable cv;
   int arrived = 0;
   std::uint64_t generation = 0;
-  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)) {}
+  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)) {
+    channels.reserve(std::size_t(n) * std::size_t(n));
+    for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+  }
 
   [[noreturn]] void throw_aborted(const char* where) {
     throw comm_error(std::string("shardcast::p2p: ") + where + " abandoned: " + world->why());
   }
+
+  /// Waits on `c` under `lk` until `ready()`, the world aborts (comm_error), or the timeout
+  /// passes (the world is aborted, so every peer stops waiting too; comm_error).
+  template <class Lock, class Pred>
+  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
+    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
+    while (!ready()) {
+      if (world->aborted.load()) throw_aborted(where);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " +
+                                std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
+        world->abort(msg);  // takes only the world's mutex: no lock order with `lk` to break
+        throw comm_error(msg);
+      }
+      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+    }
+  }
+
   void barrier(const char* where) {
     if (world->aborted.load()) throw_aborted(where);
     std::unique_lock lk(m);
@@ -104,22 +159,11 @@ struct group_state {
       cv.notify_all();
       return;
     }
-    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
-    while (generation == gen) {
-      if (world->aborted.load()) {
-        --arrived;
-        throw_aborted(where);
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        --arrived;
-        const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " +
-                                std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
-        lk.unlock();
-        world->abort(msg);
-        throw comm_error(msg);
-      }
-      cv.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+    try {
+      wait(cv, lk, [&] { return generation != gen; }, where);
+    } catch (...) {
+      --arrived;  // wait() returns or throws with the lock held
+      throw;
     }
   }
 };
@@ -221,18 +265,68 @@ class communicator {
     if (rank_ != root && count) copy_from(root, buf, static_cast<const T*>(peer(root).send), count * sizeof(T), s);
     finish(s, "broadcast");
   }
-  /// Point-to-point is a two-rank rendezvous on this group: both sides must call the matching
-  /// send/recv; every other rank is not involved. Implemented over the group barrier, so
-  /// every rank of the group must take part in the same sequence of send/recv pairs.
+  /// Point-to-point: a rendezvous of the two ranks only (no other rank of the group takes part).
+  /// `send` returns once the copy into the receiver's buffer is enqueued on `s` after
+  /// everything the receiver queued on its stream before posting; `recv` returns once its
+  /// stream waits for that copy. Neither waits for the GPU. Sends on one (sender, receiver)
+  /// pair match receives in order; a send blocks until its receive is posted (as MPI_Ssend),
+  /// so order mutual exchanges (e.g. even ranks send first).
+  /// @throws comm_error if the counts differ (on both ranks), on timeout, or if a peer failed.
   template <class T>
   void send(const T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
     check_peer(peer_rank, "send");
-    pair_exchange(buf, nullptr, count, peer_rank, s, "send");
+    auto& g = *g_;
+    auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
+    std::unique_lock lk(ch.m);
+    g.wait(ch.cv, lk, [&] { return ch.posted && !ch.done; }, "send");
+    const std::size_t bytes = count * sizeof(T);
+    if (ch.bytes != bytes) {
+      ch.mismatch = true;
+      ch.sent_bytes = bytes;
+      ch.done = true;
+      const std::string msg = "shardcast::p2p::send: rank " + std::to_string(rank_) + " sends " + std::to_string(bytes) +
+                              " bytes to rank " + std::to_string(peer_rank) + ", which posted a receive of " + std::to_string(ch.bytes);
+      lk.unlock();
+      ch.cv.notify_all();
+      throw comm_error(msg);
+    }
+    if (bytes) {
+      SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.ready, 0));
+      SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(ch.buf, ch.device, buf, device_, bytes, s));
+    }
+    if (!ch.copied) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.copied, cudaEventDisableTiming));
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.copied, s));
+    ch.done = true;
+    lk.unlock();
+    ch.cv.notify_all();
   }
   template <class T>
   void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
     check_peer(peer_rank, "recv");
-    pair_exchange(static_cast<const T*>(nullptr), buf, count, peer_rank, s, "recv");
+    auto& g = *g_;
+    auto& ch = *g.channels[std::size_t(peer_rank) * std::size_t(size()) + std::size_t(rank_)];
+    std::unique_lock lk(ch.m);
+    if (!ch.ready) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.ready, cudaEventDisableTiming));
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.ready, s));
+    ch.buf = buf;
+    ch.bytes = count * sizeof(T);
+    ch.device = device_;
+    ch.posted = true;
+    ch.done = false;
+    ch.mismatch = false;
+    ch.cv.notify_all();
+    try {
+      g.wait(ch.cv, lk, [&] { return ch.done; }, "recv");
+    } catch (...) {
+      ch.posted = false;
+      throw;
+    }
+    ch.posted = false;
+    ch.done = false;
+    if (ch.mismatch)
+      throw comm_error("shardcast::p2p::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(ch.bytes) +
+                       " bytes from rank " + std::to_string(peer_rank) + ", which sent " + std::to_string(ch.sent_bytes));
+    SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.copied, 0));
   }
   /// Host barrier of the group (it does not wait for the GPU).
   void barrier() { g_->barrier("barrier"); }
@@ -296,24 +390,6 @@ class communicator {
   void copy_from(int q, void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
     SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(dst, device_, src, peer(q).device, bytes, s));
   }
-  template <class T>
-  void pair_exchange(const T* sbuf, T* rbuf, std::size_t count, int other, cudaStream_t s, const char* where) {
-    auto& me = g_->slots[std::size_t(rank_)];
-    me.root = other;  // whom I talk to
-    publish(sbuf, rbuf, count, s, where);
-    const auto& o = peer(other);
-    if (rbuf) {
-      if (o.root != rank_ || o.recv != nullptr || o.count != count) {
-        const std::string msg = std::string("shardcast::p2p: recv from rank ") + std::to_string(other) +
-                                " has no matching send of " + std::to_string(count) + " elements";
-        g_->world->abort(msg);
-        throw comm_error(msg);
-      }
-      if (count) copy_from(other, rbuf, o.send, count * sizeof(T), s);
-    }
-    finish(s, where);
-  }
-
   // Copies of a handle (one rank) share its two events.
   struct events {
     cudaEvent_t ready = nullptr, done = nullptr;
@@ -336,7 +412,7 @@ class communicator {
 };
 
 /// Runs `f(comm)` on `nranks` threads; rank r's current device is `devices[r % devices.size()]`
-/// (several ranks may share a GPU). Peer access is enabled between every pair of distinct
+/// (several ranks may share a GPU) and its current allocator `o.allocator` (else the caller's). Peer access is enabled between every pair of distinct
 /// devices that supports it. If one rank throws, peers blocked in a collective get comm_error;
 /// after all threads end the first exception is rethrown.
 /// @throws layout_error if nranks < 1 or devices is empty.
@@ -358,6 +434,7 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   auto world = std::make_shared<detail::world_state>();
   world->timeout = detail::timeout_or_default(o.timeout);
   auto group = std::make_shared<detail::group_state>(world, nranks);
+  const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   std::mutex m;
   std::exception_ptr first;
   std::vector<std::thread> threads;
@@ -366,6 +443,7 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
       try {
         const int dev = devices[std::size_t(r) % devices.size()];
         SHARDCAST_CUDA_TRY(cudaSetDevice(dev));
+        device::scoped_allocator use(alloc);
         communicator c(group, r, dev);
         f(c);
       } catch (const std::exception& e) {

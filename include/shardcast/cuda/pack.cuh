@@ -3,29 +3,46 @@
 /// Device-side local operations of the executor: N-D region copies between row-major
 /// buffers (the pack/unpack of gathers and scatters along inner dims and of uneven
 /// shards), fill and scale, and `detail::memory_ops<device_memory>` built on them.
+///
+/// A region copy is planned on the host (`device::detail::plan_region`, tested on the host):
+/// dims contiguous in both buffers merge, and what is left is a set of equal rows. It then
+/// runs one of three ways:
+/// - one contiguous run: `cudaMemcpyAsync`;
+/// - rows of at least SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES: CUB's `cub::DeviceMemcpy::Batched`,
+///   one buffer per row, whose row pointers are computed on the fly (no pointer arrays in
+///   device memory). It copies each row with vector loads and stores whatever the row's
+///   alignment, where the kernel below falls back to the largest unit every address allows;
+/// - shorter rows: the grid-stride unit kernel below, which moves 16-byte units where every
+///   address and stride allows. Batched memcpy pays a per-buffer cost (it scans the buffer
+///   sizes to assign them to threads, warps or blocks) that rows of a few units do not
+///   amortise; the kernel does one index computation per unit and nothing else.
+/// This header launches kernels: include it from CUDA sources (nvcc).
 
+#include <cub/device/device_memcpy.cuh>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <limits>
 #include <memory>
+#include <string>
 
 #include "../comm/communicator.hpp"
 #include "../split.hpp"
+#include "allocator.hpp"
 #include "check.hpp"
 #include "dtypes.hpp"
+#include "index_math.hpp"
+
+/// Rows of a region copy at least this long (bytes) go through cub::DeviceMemcpy::Batched;
+/// shorter ones through the unit kernel. A tuning knob: bench_kernels prints both paths.
+#ifndef SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES
+#define SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES 256
+#endif
 
 namespace shardcast::device {
 namespace detail {
-
-/// A strided N-D copy in units of W bytes, after merging dims that are contiguous in both buffers.
-struct region_desc {
-  int rank = 0;
-  std::int64_t ext[SHARDCAST_MAX_RANK]{};      // in units; innermost last
-  std::int64_t sstride[SHARDCAST_MAX_RANK]{};  // in units
-  std::int64_t dstride[SHARDCAST_MAX_RANK]{};
-  std::int64_t total = 0;
-};
 
 template <int W> struct unit_of;
 template <> struct unit_of<1> { using type = unsigned char; };
@@ -34,23 +51,15 @@ template <> struct unit_of<4> { using type = unsigned int; };
 template <> struct unit_of<8> { using type = uint2; };
 template <> struct unit_of<16> { using type = uint4; };
 
+/// Unit `idx` of the plan goes from src (+ its row offset) to dst; src and dst point at the
+/// region's first unit in each buffer.
 template <class U>
-SHARDCAST_KERNEL void copy_region_kernel(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst,
-                                         region_desc d) {
+SHARDCAST_KERNEL void copy_region_kernel(const unsigned char* __restrict__ src, unsigned char* __restrict__ dst, region_plan p) {
   const U* s = reinterpret_cast<const U*>(src);
   U* o = reinterpret_cast<U*>(dst);
-  const std::int64_t inner = d.ext[d.rank - 1];
-  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < d.total;
-       idx += std::int64_t(gridDim.x) * blockDim.x) {
-    std::int64_t row = idx / inner;
-    const std::int64_t col = idx - row * inner;
-    std::int64_t so = col * d.sstride[d.rank - 1], dof = col * d.dstride[d.rank - 1];
-    for (int k = d.rank - 2; k >= 0; --k) {
-      const std::int64_t c = row % d.ext[k];
-      row /= d.ext[k];
-      so += c * d.sstride[k];
-      dof += c * d.dstride[k];
-    }
+  for (std::int64_t idx = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; idx < p.total; idx += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t so = 0, dof = 0;
+    unit_offsets(p, idx, so, dof);
     o[dof] = s[so];
   }
 }
@@ -67,14 +76,95 @@ SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor)
     dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
 }
 
+/// Random-access iterator over the start pointers of a plan's rows in one buffer, computed
+/// from the row index (what cub::DeviceMemcpy::Batched reads as its buffer list).
+struct row_pointer_iterator {
+  using value_type = void*;
+  using difference_type = std::int64_t;
+  using pointer = void**;
+  using reference = void*;
+  using iterator_category = std::random_access_iterator_tag;
+
+  unsigned char* base = nullptr;  // the region's first byte in this buffer
+  region_plan plan{};
+  bool dst = false;
+  std::int64_t row = 0;
+
+  SHARDCAST_HOST_DEVICE void* operator[](std::int64_t k) const {
+    return base + row_offset(plan, row + k, dst) * static_cast<std::int64_t>(plan.unit);
+  }
+  SHARDCAST_HOST_DEVICE void* operator*() const { return (*this)[0]; }
+  SHARDCAST_HOST_DEVICE row_pointer_iterator operator+(std::int64_t k) const {
+    row_pointer_iterator r = *this;
+    r.row += k;
+    return r;
+  }
+};
+
+/// Every row has the same length.
+struct constant_size_iterator {
+  using value_type = std::uint32_t;
+  using difference_type = std::int64_t;
+  using pointer = const std::uint32_t*;
+  using reference = std::uint32_t;
+  using iterator_category = std::random_access_iterator_tag;
+
+  std::uint32_t bytes = 0;
+
+  SHARDCAST_HOST_DEVICE std::uint32_t operator[](std::int64_t) const { return bytes; }
+  SHARDCAST_HOST_DEVICE std::uint32_t operator*() const { return bytes; }
+  SHARDCAST_HOST_DEVICE constant_size_iterator operator+(std::int64_t) const { return *this; }
+};
+
+/// The rows of `p` with cub::DeviceMemcpy::Batched; its scratch comes from this thread's allocator.
+inline void copy_rows_batched(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
+  const row_pointer_iterator in{const_cast<unsigned char*>(src), p, false, 0};
+  const row_pointer_iterator out{dst, p, true, 0};
+  const constant_size_iterator sizes{static_cast<std::uint32_t>(p.row_units() * p.unit)};
+  std::size_t temp_bytes = 0;
+  SHARDCAST_CUDA_TRY(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, in, out, sizes, p.rows(), s));
+  const any_allocator a = current_allocator();
+  auto temp = allocate_shared<unsigned char>(a, temp_bytes > 0 ? temp_bytes : 1, s);
+  SHARDCAST_CUDA_TRY(cub::DeviceMemcpy::Batched(temp.get(), temp_bytes, in, out, sizes, p.rows(), s));
+}
+
+/// The rows of `p` with the unit kernel.
+inline void copy_rows_kernel(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
+  constexpr unsigned block = 256;
+  const unsigned grid = grid_for(p.total, block);
+  switch (p.unit) {
+    case 16: copy_region_kernel<uint4><<<grid, block, 0, s>>>(src, dst, p); break;
+    case 8: copy_region_kernel<uint2><<<grid, block, 0, s>>>(src, dst, p); break;
+    case 4: copy_region_kernel<unsigned int><<<grid, block, 0, s>>>(src, dst, p); break;
+    case 2: copy_region_kernel<unsigned short><<<grid, block, 0, s>>>(src, dst, p); break;
+    default: copy_region_kernel<unsigned char><<<grid, block, 0, s>>>(src, dst, p); break;
+  }
+  SHARDCAST_CUDA_CHECK_LAUNCH();
+}
+
+/// Which way copy_region goes for a plan (see the file comment).
+enum class region_path { none, memcpy, batched, kernel };
+inline region_path choose_region_path(const region_plan& p) {
+  if (p.total == 0) return region_path::none;
+  if (p.contiguous()) return region_path::memcpy;
+  const std::int64_t row_bytes = p.row_units() * p.unit;
+  if (row_bytes >= SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES && row_bytes <= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
+    return region_path::batched;
+  return region_path::kernel;
+}
+
 }  // namespace detail
 
 /// Copies the elements of global box `region` from `src` (holding `src_box` row-major) to
 /// `dst` (holding `dst_box` row-major), stream-ordered. Dims contiguous in both buffers are
-/// merged; the widest unit (up to 16 bytes) that every address and stride allows is used, so
-/// aligned rows move as vector loads/stores and misaligned ones still work.
+/// merged; the rest is copied as rows (see the file comment for how).
+/// @code
+///   // The pack of an all-gather along dim 1: columns 8..16 of a 13 x 37 row-major piece.
+///   sc::box whole{{0, 0}, {13, 37}, 2}, cols{{0, 8}, {13, 9}, 2};
+///   sc::device::copy_region(d_piece, whole, d_packed, cols, cols, stream);  // d_packed: 13 x 9
+/// @endcode
 /// @throws layout_error if the boxes' ranks differ or `region` is not inside both boxes.
-/// @throws cuda_error if the launch fails.
+/// @throws cuda_error if a launch fails.
 template <class T>
 void copy_region(const T* src, const box& src_box, T* dst, const box& dst_box, const box& region, cudaStream_t s) {
   SHARDCAST_EXPECTS(src_box.rank == region.rank && dst_box.rank == region.rank && region.rank >= 1 &&
@@ -87,72 +177,18 @@ void copy_region(const T* src, const box& src_box, T* dst, const box& dst_box, c
                           region.off[d] >= dst_box.off[d] && region.off[d] + region.ext[d] <= dst_box.off[d] + dst_box.ext[d],
                       "shardcast::device::copy_region: region dim " + std::to_string(d) + " is not inside both boxes");
   }
-  // Element strides of both buffers and the region's start offsets in them.
-  std::int64_t ss[SHARDCAST_MAX_RANK], ds[SHARDCAST_MAX_RANK];
-  std::int64_t sacc = 1, dacc = 1, soff = 0, doff = 0;
-  for (int d = r - 1; d >= 0; --d) {
-    ss[d] = sacc;
-    ds[d] = dacc;
-    soff += (region.off[d] - src_box.off[d]) * sacc;
-    doff += (region.off[d] - dst_box.off[d]) * dacc;
-    sacc *= src_box.ext[d];
-    dacc *= dst_box.ext[d];
+  const detail::region_plan p = detail::plan_region(sizeof(T), src_box, dst_box, region, reinterpret_cast<std::uintptr_t>(src),
+                                                    reinterpret_cast<std::uintptr_t>(dst));
+  const auto* sb = reinterpret_cast<const unsigned char*>(src) + p.src_byte_offset;
+  auto* db = reinterpret_cast<unsigned char*>(dst) + p.dst_byte_offset;
+  switch (detail::choose_region_path(p)) {
+    case detail::region_path::none: return;
+    case detail::region_path::memcpy:
+      SHARDCAST_CUDA_TRY(cudaMemcpyAsync(db, sb, std::size_t(p.total) * std::size_t(p.unit), cudaMemcpyDeviceToDevice, s));
+      return;
+    case detail::region_path::batched: return detail::copy_rows_batched(sb, db, p, s);
+    case detail::region_path::kernel: return detail::copy_rows_kernel(sb, db, p, s);
   }
-  // Merge dim d into d+1 while the region spans d+1 fully in both buffers.
-  detail::region_desc m;
-  std::int64_t ext[SHARDCAST_MAX_RANK], mss[SHARDCAST_MAX_RANK], mds[SHARDCAST_MAX_RANK];
-  int n = 0;
-  ext[0] = region.ext[r - 1];
-  mss[0] = ss[r - 1];
-  mds[0] = ds[r - 1];
-  n = 1;
-  for (int d = r - 2; d >= 0; --d) {
-    const int last = n - 1;
-    if (mss[last] * ext[last] == ss[d] && mds[last] * ext[last] == ds[d]) {
-      ext[last] *= region.ext[d];
-    } else {
-      ext[n] = region.ext[d];
-      mss[n] = ss[d];
-      mds[n] = ds[d];
-      ++n;
-    }
-  }
-  const auto* sb = reinterpret_cast<const unsigned char*>(src + soff);
-  auto* db = reinterpret_cast<unsigned char*>(dst + doff);
-  if (n == 1 && mss[0] == 1 && mds[0] == 1) {
-    SHARDCAST_CUDA_TRY(cudaMemcpyAsync(db, sb, ext[0] * sizeof(T), cudaMemcpyDeviceToDevice, s));
-    return;
-  }
-  // Widest unit W such that addresses, row byte lengths and all byte strides are multiples of W.
-  std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(sb) | reinterpret_cast<std::uintptr_t>(db);
-  if (mss[0] == 1 && mds[0] == 1) bits |= std::uintptr_t(ext[0] * sizeof(T));
-  else bits |= sizeof(T);
-  for (int k = 0; k < n; ++k) bits |= std::uintptr_t(mss[k] * sizeof(T)) | std::uintptr_t(mds[k] * sizeof(T));
-  int w = 16;
-  while (w > 1 && (bits & (w - 1))) w /= 2;
-  if (w < int(sizeof(T)) && !(mss[0] == 1 && mds[0] == 1)) w = int(sizeof(T));  // strided inner dim: whole elements
-  m.rank = n;
-  m.total = 1;
-  for (int k = 0; k < n; ++k) {
-    // desc is outermost first; our merged arrays are innermost first.
-    const int o = n - 1 - k;
-    const bool inner = k == 0 && mss[0] == 1 && mds[0] == 1;
-    m.ext[o] = inner ? ext[k] * std::int64_t(sizeof(T)) / w : ext[k];
-    // The innermost dim is contiguous in both buffers (row-major), so its unit stride is 1.
-    m.sstride[o] = inner ? 1 : mss[k] * std::int64_t(sizeof(T)) / w;
-    m.dstride[o] = inner ? 1 : mds[k] * std::int64_t(sizeof(T)) / w;
-    m.total *= m.ext[o];
-  }
-  constexpr unsigned block = 256;
-  const unsigned grid = detail::grid_for(m.total, block);
-  switch (w) {
-    case 16: detail::copy_region_kernel<uint4><<<grid, block, 0, s>>>(sb, db, m); break;
-    case 8: detail::copy_region_kernel<uint2><<<grid, block, 0, s>>>(sb, db, m); break;
-    case 4: detail::copy_region_kernel<unsigned int><<<grid, block, 0, s>>>(sb, db, m); break;
-    case 2: detail::copy_region_kernel<unsigned short><<<grid, block, 0, s>>>(sb, db, m); break;
-    default: detail::copy_region_kernel<unsigned char><<<grid, block, 0, s>>>(sb, db, m); break;
-  }
-  SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
 /// dst[i] = value for i < n, stream-ordered.
@@ -183,14 +219,16 @@ struct memory_ops;
 /// except `to_host` and `from_host`, which return once the host buffer may be reused.
 template <>
 struct memory_ops<device_memory> {
-  /// Stream-ordered allocation (cudaMallocAsync); the deleter frees on the same stream.
+  /// n elements from this thread's current allocator (cuda/allocator.hpp; by default
+  /// cudaMallocAsync on `s`), freed with it on `s` when the last owner goes.
   template <class T>
   static std::shared_ptr<T> allocate(std::size_t n, cudaStream_t s) {
-    if (n == 0) return std::shared_ptr<T>();
-    void* p = nullptr;
-    SHARDCAST_CUDA_TRY(cudaMallocAsync(&p, n * sizeof(T), s));
-    // A deleter must not throw; a failed free here means the context is already gone.
-    return std::shared_ptr<T>(static_cast<T*>(p), [s](T* q) { (void)cudaFreeAsync(q, s); });
+    return device::allocate_shared<T>(device::current_allocator(), n, s);
+  }
+  /// Same, from a given allocator.
+  template <class T>
+  static std::shared_ptr<T> allocate(std::size_t n, cudaStream_t s, const device::any_allocator& a) {
+    return device::allocate_shared<T>(a, n, s);
   }
   template <class T>
   static void copy(T* dst, const T* src, std::size_t n, cudaStream_t s) {

@@ -4,26 +4,44 @@
 /// peer-memory backend's reduce-scatter and all-reduce (each rank reads its chunk from every
 /// peer's buffer), and the one-pass epilogue applied after NCCL's reduce-scatter.
 ///
+/// Two implementations, chosen per call:
+/// - CUB's `cub::DeviceTransform` (CCCL 3.x) when the source count is 1, 2, 4 or 8 and the
+///   epilogue ignores the element index (`epilogue_uses_index_v`). On Hopper and later it
+///   stages tiles through shared memory with bulk copies (`cp.async.bulk`), which also read
+///   peer-mapped memory (mscclpp documents its bulk-copy primitives on peer pointers,
+///   github.com/microsoft/mscclpp pull 853), and it handles any pointer alignment itself.
+/// - A grid-stride kernel written here for every other case: DeviceTransform passes values,
+///   not indices, so a bias over the innermost dim cannot be applied there, and each source
+///   count is a separate DeviceTransform instantiation, whereas this kernel takes any count
+///   (up to SHARDCAST_MAX_SOURCES) with one. Where all pointers share an element phase it
+///   moves 16-byte vectors and does only the head and tail one element at a time
+///   (`device::detail::split_for_vectors`, tested on the host).
+///
 /// @code
 ///   // rank r of p: reduce chunk r of every peer's send buffer, scale by 1/p, store bf16.
 ///   const float* srcs[8]; for (int q = 0; q < p; ++q) srcs[q] = peer_send[q] + r * count;
 ///   sc::device::reduce_sources(srcs, p, out_bf16, count, sc::reduce_op::sum, stream,
 ///                            sc::device::scale{1.0f / p});
 /// @endcode
+/// This header launches kernels: include it from CUDA sources (nvcc).
 
+#include <cub/device/device_transform.cuh>
+#include <cuda/std/tuple>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "../comm/communicator.hpp"
 #include "check.hpp"
 #include "dtypes.hpp"
 #include "epilogue.cuh"
+#include "index_math.hpp"
 
 /// Most source buffers one fused reduction reads (they travel as kernel parameters, so
-/// the fast path needs no device-side pointer array and no host-to-device copy).
+/// the kernel needs no device-side pointer array and no host-to-device copy).
 #ifndef SHARDCAST_MAX_SOURCES
 #define SHARDCAST_MAX_SOURCES 64
 #endif
@@ -37,13 +55,8 @@ struct source_list {
   int n;
 };
 
-template <class T, int N>
-struct alignas(sizeof(T) * N) vec {
-  T v[N];
-};
-
 template <class A>
-__device__ __forceinline__ A combine(A a, A b, reduce_op op) {
+SHARDCAST_HOST_DEVICE inline A combine(A a, A b, reduce_op op) {
   switch (op) {
     case reduce_op::prod: return a * b;
     case reduce_op::max: return b > a ? b : a;
@@ -60,42 +73,106 @@ __device__ __forceinline__ Out reduce_one(const source_list<In>& s, std::size_t 
   return convert<Out>(epi(acc, i));
 }
 
-/// VEC > 1: every source and the destination are aligned for VEC-element vectors; the
-/// last count % VEC elements are done one at a time. VEC == 1: any alignment.
-template <int VEC, class In, class Out, class Epi>
-SHARDCAST_KERNEL void reduce_sources_kernel(source_list<In> s, Out* __restrict__ dst, std::size_t count, reduce_op op,
-                                            Epi epi) {
+/// Elements [vs.head, vs.head + vs.nvec * W) go as aligned W-element vectors from every
+/// source to `dst`; the others one at a time. `dst` may be one of the sources (each thread
+/// reads its elements from every source before it stores them), so it is not __restrict__.
+template <int W, class In, class Out, class Epi>
+SHARDCAST_KERNEL void reduce_sources_kernel(source_list<In> s, Out* dst, std::size_t count, vector_split vs, reduce_op op, Epi epi) {
   using A = acc_type_t<In>;
-  const A avg_div = convert<A>(s.n);
+  const A avg_div = convert<A>(static_cast<float>(s.n));
   const std::size_t tid = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
-  if constexpr (VEC > 1) {
-    const std::size_t nv = count / VEC;
-    for (std::size_t j = tid; j < nv; j += stride) {
-      A acc[VEC];
+  if constexpr (W > 1) {
+    for (std::size_t j = tid; j < vs.nvec; j += stride) {
+      const std::size_t e0 = vs.head + j * std::size_t(W);
+      A acc[W];
       {
-        const vec<In, VEC> x = reinterpret_cast<const vec<In, VEC>*>(s.p[0])[j];
+        const aligned_vector<In, W> x = *reinterpret_cast<const aligned_vector<In, W>*>(s.p[0] + e0);
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[e] = convert<A>(x.v[e]);
+        for (int e = 0; e < W; ++e) acc[e] = convert<A>(x.v[e]);
       }
       for (int k = 1; k < s.n; ++k) {
-        const vec<In, VEC> x = reinterpret_cast<const vec<In, VEC>*>(s.p[k])[j];
+        const aligned_vector<In, W> x = *reinterpret_cast<const aligned_vector<In, W>*>(s.p[k] + e0);
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) acc[e] = combine(acc[e], convert<A>(x.v[e]), op);
+        for (int e = 0; e < W; ++e) acc[e] = combine(acc[e], convert<A>(x.v[e]), op);
       }
-      vec<Out, VEC> y;
+      aligned_vector<Out, W> y;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) {
+      for (int e = 0; e < W; ++e) {
         A a = acc[e];
         if (op == reduce_op::avg) a = static_cast<A>(a / avg_div);
-        y.v[e] = convert<Out>(epi(a, j * VEC + e));
+        y.v[e] = convert<Out>(epi(a, e0 + std::size_t(e)));
       }
-      reinterpret_cast<vec<Out, VEC>*>(dst)[j] = y;
+      *reinterpret_cast<aligned_vector<Out, W>*>(dst + e0) = y;
     }
-    for (std::size_t i = nv * VEC + tid; i < count; i += stride) dst[i] = reduce_one<In, Out, A>(s, i, op, avg_div, epi);
-  } else {
-    for (std::size_t i = tid; i < count; i += stride) dst[i] = reduce_one<In, Out, A>(s, i, op, avg_div, epi);
   }
+  const std::size_t ns = scalar_count(count, vs, W);
+  for (std::size_t i = tid; i < ns; i += stride) {
+    const std::size_t e = scalar_index(vs, W, i);
+    dst[e] = reduce_one<In, Out, A>(s, e, op, avg_div, epi);
+  }
+}
+
+/// The DeviceTransform operation: reduce the N values of one element in A, then the
+/// (index-free) epilogue, then the conversion to Out.
+template <class A, class Out, class Epi>
+struct fused_reduce_op {
+  reduce_op op;
+  A avg_div;
+  Epi epi;
+  template <class... X>
+  __device__ Out operator()(X... x) const {
+    const A v[] = {convert<A>(x)...};
+    A acc = v[0];
+#pragma unroll
+    for (int k = 1; k < int(sizeof...(X)); ++k) acc = combine(acc, v[k], op);
+    if (op == reduce_op::avg) acc = static_cast<A>(acc / avg_div);
+    return convert<Out>(epi(acc, std::size_t(0)));
+  }
+};
+
+template <class In, class Out, class Epi, std::size_t... I>
+void transform_sources(std::index_sequence<I...>, const In* const* srcs, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
+                       Epi epi) {
+  using A = acc_type_t<In>;
+  const fused_reduce_op<A, Out, Epi> f{op, convert<A>(static_cast<float>(sizeof...(I))), epi};
+  SHARDCAST_CUDA_TRY(cub::DeviceTransform::Transform(::cuda::std::make_tuple(srcs[I]...), dst, static_cast<std::int64_t>(count), f, stream));
+}
+
+/// The CUB path for exactly N sources (1, 2, 4 or 8); the epilogue must ignore the index.
+template <int N, class In, class Out, class Epi>
+void reduce_sources_cub(const In* const* srcs, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream, Epi epi) {
+  static_assert(!epilogue_uses_index_v<Epi>,
+                "shardcast::device::reduce_sources_cub: DeviceTransform passes no element index; use an epilogue with "
+                "uses_index = false, or reduce_sources_kernel.");
+  if (count == 0) return;
+  transform_sources(std::make_index_sequence<std::size_t(N)>{}, srcs, dst, count, op, stream, epi);
+}
+
+/// The kernel path for any number of sources (1..SHARDCAST_MAX_SOURCES) and any epilogue.
+template <class In, class Out, class Epi>
+void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
+                                Epi epi) {
+  if (count == 0) return;
+  source_list<In> s{};
+  s.n = static_cast<int>(nsrc);
+  std::uintptr_t addrs[SHARDCAST_MAX_SOURCES + 1];
+  std::size_t sizes[SHARDCAST_MAX_SOURCES + 1];
+  for (int k = 0; k < s.n; ++k) {
+    s.p[k] = srcs[k];
+    addrs[k] = reinterpret_cast<std::uintptr_t>(srcs[k]);
+    sizes[k] = sizeof(In);
+  }
+  addrs[s.n] = reinterpret_cast<std::uintptr_t>(dst);
+  sizes[s.n] = sizeof(Out);
+  constexpr std::size_t both[] = {sizeof(In), sizeof(Out)};
+  constexpr int w = vector_width(both, 2);
+  const vector_split vs = split_for_vectors(count, w, addrs, sizes, s.n + 1);
+  constexpr unsigned block = 256;
+  const std::size_t ns = scalar_count(count, vs, w);
+  const unsigned grid = grid_for(static_cast<std::int64_t>(vs.nvec > ns ? vs.nvec : ns), block);
+  reduce_sources_kernel<w><<<grid, block, 0, stream>>>(s, dst, count, vs, op, epi);
+  SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace detail
@@ -103,12 +180,12 @@ SHARDCAST_KERNEL void reduce_sources_kernel(source_list<In> s, Out* __restrict__
 /// dst[i] = Out(epi(op_k srcs[k][i], i)) for i < count: one read of every source, one
 /// store, accumulation in float for half/bf16/fp8 (in In otherwise). avg divides the sum
 /// by nsrc before the epilogue. Sources may live on peer devices with peer access
-/// enabled. Uses 16-byte vector loads when every pointer allows, else scalar loads.
-/// `dst` may alias `srcs[k]` only if In and Out are the same type.
+/// enabled. `dst` may be one of `srcs[k]` (same start) only if In and Out are the same
+/// type; other overlaps are not supported.
 /// @tparam In  source element type; @tparam Out stored type (e.g. __nv_bfloat16 for a cast).
 /// @tparam Epi an epilogue functor from epilogue.cuh (or any `A operator()(A, std::size_t) const`).
-/// `srcs` is a host array of `nsrc` device pointers.
-/// @throws layout_error if nsrc is 0 or longer than SHARDCAST_MAX_SOURCES.
+/// @param srcs host array of `nsrc` device pointers
+/// @throws layout_error if nsrc is 0 or larger than SHARDCAST_MAX_SOURCES.
 /// @throws cuda_error if the launch fails.
 template <class In, class Out, class Epi = identity>
 void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
@@ -117,24 +194,16 @@ void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size
                     "shardcast::device::reduce_sources: needs 1.." + std::to_string(SHARDCAST_MAX_SOURCES) +
                         " sources, got " + std::to_string(nsrc) + "; raise SHARDCAST_MAX_SOURCES");
   if (count == 0) return;
-  detail::source_list<In> s{};
-  s.n = static_cast<int>(nsrc);
-  constexpr int vec = 16 / sizeof(In) > 0 ? int(16 / sizeof(In)) : 1;
-  std::uintptr_t in_bits = 0;
-  for (int k = 0; k < s.n; ++k) {
-    s.p[k] = srcs[k];
-    in_bits |= reinterpret_cast<std::uintptr_t>(srcs[k]);
+  if constexpr (!epilogue_uses_index_v<Epi>) {
+    switch (nsrc) {
+      case 1: return detail::reduce_sources_cub<1>(srcs, dst, count, op, stream, epi);
+      case 2: return detail::reduce_sources_cub<2>(srcs, dst, count, op, stream, epi);
+      case 4: return detail::reduce_sources_cub<4>(srcs, dst, count, op, stream, epi);
+      case 8: return detail::reduce_sources_cub<8>(srcs, dst, count, op, stream, epi);
+      default: break;
+    }
   }
-  const bool aligned = (in_bits % (vec * sizeof(In))) == 0 && (reinterpret_cast<std::uintptr_t>(dst) % (vec * sizeof(Out))) == 0;
-  constexpr unsigned block = 256;
-  if (aligned && vec > 1) {
-    const unsigned grid = detail::grid_for(std::int64_t(count / vec) + 1, block);
-    detail::reduce_sources_kernel<vec><<<grid, block, 0, stream>>>(s, dst, count, op, epi);
-  } else {
-    const unsigned grid = detail::grid_for(std::int64_t(count), block);
-    detail::reduce_sources_kernel<1><<<grid, block, 0, stream>>>(s, dst, count, op, epi);
-  }
-  SHARDCAST_CUDA_CHECK_LAUNCH();
+  detail::reduce_sources_kernel_path(srcs, nsrc, dst, count, op, stream, epi);
 }
 
 /// dst[i] = Out(epi(src[i], i)): one pass over the output of a collective that already

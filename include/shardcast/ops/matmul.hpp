@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "../distribute.hpp"
 #include "../dtensor.hpp"
@@ -93,9 +94,12 @@ using matmul_layout_t = typename matmul_layout<LA, LB>::type;
 /// @param gemm local GEMM functor, called as gemm(m, n, k, a, lda, b, ldb, c, ldc) with
 ///        row-major pointers in the mesh's memory space; it must overwrite c. Device
 ///        backends pass their own (e.g. a cuBLAS wrapper).
+/// @param s stream C is allocated on (device meshes; the GEMM functor carries its own stream)
 /// @throws layout_error if the inner extents differ
 template <class T, class LA, class LB, class Mesh, class Gemm = host_gemm>
-dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b, Gemm gemm = {}) {
+  requires(!std::is_same_v<Gemm, typename Mesh::stream_type>)
+dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b, Gemm gemm = {},
+                                                    typename Mesh::stream_type s = {}) {
   using LC = matmul_layout_t<LA, LB>;
   if constexpr (std::is_same_v<Gemm, host_gemm>)
     static_assert(std::is_same_v<typename Mesh::memory_space, host_memory>,
@@ -103,7 +107,7 @@ dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh
   const auto ea = a.global_extents(), eb = b.global_extents();
   SHARDCAST_EXPECTS(ea[1] == eb[0], "shardcast::matmul: A is " + std::to_string(ea[0]) + "x" + std::to_string(ea[1]) + " but B is " +
                                         std::to_string(eb[0]) + "x" + std::to_string(eb[1]) + "; A's columns must equal B's rows");
-  auto c = empty<LC, T>(a.mesh(), std::array<std::int64_t, 2>{ea[0], eb[1]});
+  auto c = empty<LC, T>(a.mesh(), std::array<std::int64_t, 2>{ea[0], eb[1]}, s);
   const box &ba = a.local_box(), &bb = b.local_box(), &bc = c.local_box();
   // Same balanced split over the same axes, so the boxes line up; checked for safety.
   SHARDCAST_EXPECTS(ba.off[0] == bc.off[0] && ba.ext[0] == bc.ext[0] && bb.off[1] == bc.off[1] && bb.ext[1] == bc.ext[1] &&
@@ -111,6 +115,27 @@ dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh
                     "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
   if (c.local_size() > 0) gemm(bc.ext[0], bc.ext[1], ba.ext[1], a.data(), ba.ext[1], b.data(), bb.ext[1], c.data(), bc.ext[1]);
   return c;
+}
+
+namespace detail {
+/// The local GEMM of `matmul(a, b, stream)` per memory space: `static G make(stream)`.
+/// The device one (cuBLAS) is defined by <shardcast/cuda/gemm.hpp>.
+template <class Space>
+struct default_gemm;
+}  // namespace detail
+
+/// Device meshes: C = A * B with the default device GEMM (cuBLAS on `stream`; include
+/// <shardcast/cuda/gemm.hpp> and link CUDA::cublas). C is allocated on `stream`.
+/// @throws layout_error if the inner extents differ; cuda_error if cuBLAS fails
+template <class T, class LA, class LB, class Mesh>
+  requires(!std::is_same_v<typename Mesh::memory_space, host_memory>)
+dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
+                                                    typename Mesh::stream_type stream) {
+  using space = typename Mesh::memory_space;
+  static_assert(requires { detail::default_gemm<space>::make(std::declval<typename Mesh::stream_type>()); },
+                "shardcast::matmul(a, b, stream): no default GEMM for this memory space; include <shardcast/cuda/gemm.hpp> "
+                "(cuBLAS) for device meshes, or pass a GEMM functor: matmul(a, b, gemm, stream).");
+  return matmul(a, b, detail::default_gemm<space>::make(stream), stream);
 }
 
 }  // namespace shardcast

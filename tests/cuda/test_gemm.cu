@@ -1,0 +1,190 @@
+// device::cublas_gemm (cuda/gemm.hpp) against shardcast::host_gemm on host copies of the
+// same operands, both call forms, every transpose pair, padded strides, accumulate;
+// and matmul(a, b, stream) on device dtensors of a p2p mesh against a host product of
+// the global matrices. Inputs are small integers, so every product is exact in every type.
+#include <doctest/doctest.h>
+
+#include <shardcast/comm/p2p.hpp>
+#include <shardcast/cuda/gemm.hpp>
+#include <shardcast/cuda/pack.cuh>  // memory_ops<device_memory>
+#include <shardcast/distribute.hpp>
+#include <shardcast/mesh.hpp>
+#include <shardcast/ops/matmul.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gpu_skip.hpp"
+
+namespace sc = shardcast;
+using shardcast_test::no_device;
+
+namespace {
+
+template <class T>
+struct dvec {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit dvec(std::size_t n_) : n(n_) { SHARDCAST_CUDA_TRY(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
+  ~dvec() { (void)cudaFree(p); }
+  dvec(const dvec&) = delete;
+  dvec& operator=(const dvec&) = delete;
+  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
+  std::vector<T> get() const {
+    std::vector<T> h(n);
+    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+  }
+};
+
+template <class T>
+T from_i(int v) { return sc::device::convert<T>(static_cast<float>(v)); }
+template <class T>
+double to_d(T v) { return static_cast<double>(sc::device::convert<float>(v)); }
+template <> double to_d<double>(double v) { return v; }
+
+template <class T>
+void gemm_suite() {
+  using sc::gemm_op;
+  cudaStream_t s;
+  SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+  sc::device::cublas_gemm g(s);
+  const std::array<std::int64_t, 3> shapes[] = {{3, 5, 4}, {1, 7, 2}, {6, 1, 3}, {33, 17, 64}, {2, 3, 0}, {0, 4, 3}, {64, 48, 40}};
+  for (gemm_op ta : {gemm_op::n, gemm_op::t})
+    for (gemm_op tb : {gemm_op::n, gemm_op::t})
+      for (const auto& shp : shapes)
+        for (std::int64_t pad : {0, 3})
+          for (bool acc : {false, true}) {
+            const std::int64_t m = shp[0], n = shp[1], k = shp[2];
+            CAPTURE(int(ta)); CAPTURE(int(tb)); CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(pad); CAPTURE(acc);
+            const std::int64_t a_rows = ta == gemm_op::n ? m : k, a_cols = ta == gemm_op::n ? k : m;
+            const std::int64_t b_rows = tb == gemm_op::n ? k : n, b_cols = tb == gemm_op::n ? n : k;
+            const std::int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+            const auto na = std::size_t(a_rows * lda), nb = std::size_t(b_rows * ldb), nc = std::size_t(m * ldc);
+            // Values in [-2, 2]: |C| <= 4k + 2 stays an integer that bfloat16 (k <= 64) and half hold exactly.
+            std::vector<double> ha(na), hb(nb), hc(nc);
+            for (std::size_t i = 0; i < na; ++i) ha[i] = double(int(i % 5) - 2);
+            for (std::size_t i = 0; i < nb; ++i) hb[i] = double(int((i * 3) % 5) - 2);
+            for (std::size_t i = 0; i < nc; ++i) hc[i] = double(int(i % 3) - 1);
+            std::vector<double> want = hc;
+            sc::host_gemm{}(ta, tb, m, n, k, ha.data(), lda, hb.data(), ldb, want.data(), ldc, acc);
+            std::vector<T> ta_(na), tb_(nb), tc_(nc);
+            for (std::size_t i = 0; i < na; ++i) ta_[i] = from_i<T>(int(ha[i]));
+            for (std::size_t i = 0; i < nb; ++i) tb_[i] = from_i<T>(int(hb[i]));
+            for (std::size_t i = 0; i < nc; ++i) tc_[i] = from_i<T>(int(hc[i]));
+            dvec<T> da(na), db(nb), dc(nc);
+            da.put(ta_);
+            db.put(tb_);
+            dc.put(tc_);
+            g(ta, tb, m, n, k, da.p, lda, db.p, ldb, dc.p, ldc, acc);
+            SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+            const auto got = dc.get();
+            std::size_t bad = 0;
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < ldc; ++j) {
+                const auto at = std::size_t(i * ldc + j);
+                // Inside the product: the reference; in the padding: untouched.
+                const double w = j < n ? want[at] : hc[at];
+                bad += to_d(got[at]) != w;
+              }
+            CHECK(bad == 0);
+          }
+  // The short form is C = A * B with C overwritten.
+  {
+    const std::int64_t m = 5, n = 6, k = 7;
+    std::vector<double> ha(std::size_t(m * k)), hb(std::size_t(k * n)), want(std::size_t(m * n), 0.0);
+    for (std::size_t i = 0; i < ha.size(); ++i) ha[i] = double(int(i % 3) - 1);
+    for (std::size_t i = 0; i < hb.size(); ++i) hb[i] = double(int(i % 4) - 2);
+    sc::host_gemm{}(m, n, k, ha.data(), k, hb.data(), n, want.data(), n);
+    std::vector<T> ta_(ha.size()), tb_(hb.size()), tc_(want.size(), from_i<T>(9));
+    for (std::size_t i = 0; i < ha.size(); ++i) ta_[i] = from_i<T>(int(ha[i]));
+    for (std::size_t i = 0; i < hb.size(); ++i) tb_[i] = from_i<T>(int(hb[i]));
+    dvec<T> da(ta_.size()), db(tb_.size()), dc(tc_.size());
+    da.put(ta_);
+    db.put(tb_);
+    dc.put(tc_);
+    g(m, n, k, da.p, k, db.p, n, dc.p, n);
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    const auto got = dc.get();
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) bad += to_d(got[i]) != want[i];
+    CHECK(bad == 0);
+  }
+  SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cublas_gemm matches host_gemm in both call forms" * doctest::skip(no_device()), T, float, double, __half,
+                   __nv_bfloat16) {
+  gemm_suite<T>();
+}
+
+TEST_CASE("cublas_gemm on a borrowed handle leaves its stream and pointer mode as they were" * doctest::skip(no_device())) {
+  cublasHandle_t h;
+  SHARDCAST_CUBLAS_TRY(cublasCreate(&h));
+  cudaStream_t mine, theirs;
+  SHARDCAST_CUDA_TRY(cudaStreamCreate(&mine));
+  SHARDCAST_CUDA_TRY(cudaStreamCreate(&theirs));
+  SHARDCAST_CUBLAS_TRY(cublasSetStream(h, theirs));
+  SHARDCAST_CUBLAS_TRY(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+  {
+    sc::device::cublas_gemm g(h, mine);
+    dvec<float> a(4), b(4), c(4);
+    a.put({1, 2, 3, 4});
+    b.put({1, 0, 0, 1});
+    g(2, 2, 2, a.p, 2, b.p, 2, c.p, 2);
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(mine));
+    CHECK(c.get() == std::vector<float>{1, 2, 3, 4});
+  }
+  cudaStream_t now = nullptr;
+  cublasPointerMode_t mode = CUBLAS_POINTER_MODE_HOST;
+  SHARDCAST_CUBLAS_TRY(cublasGetStream(h, &now));
+  SHARDCAST_CUBLAS_TRY(cublasGetPointerMode(h, &mode));
+  CHECK(now == theirs);
+  CHECK(mode == CUBLAS_POINTER_MODE_DEVICE);
+  (void)cublasDestroy(h);
+  (void)cudaStreamDestroy(mine);
+  (void)cudaStreamDestroy(theirs);
+}
+
+// No device needed: the strides are checked before cuBLAS is called.
+TEST_CASE("cublas_gemm rejects row strides shorter than a row") {
+  sc::device::cublas_gemm g(static_cast<cublasHandle_t>(nullptr), cudaStream_t{});
+  float* p = nullptr;
+  CHECK_THROWS_AS(g(4, 5, 3, p, 2, p, 5, p, 5), sc::layout_error);
+  CHECK_THROWS_AS(g(sc::gemm_op::t, sc::gemm_op::n, 4, 5, 3, p, 3, p, 5, p, 5, false), sc::layout_error);
+  CHECK_THROWS_AS(g(4, 5, 3, p, 3, p, 5, p, 4), sc::layout_error);
+}
+
+namespace {
+template <class LA, class LB, class Comm>
+void check_matmul(Comm& c, cudaStream_t s) {
+  auto mesh = sc::make_mesh(c, std::array<int, 2>{2, 2});
+  const std::int64_t m = 7, k = 6, n = 5;  // uneven over both mesh axes
+  std::vector<float> ga(std::size_t(m * k)), gb(std::size_t(k * n)), want(std::size_t(m * n), 0.f);
+  for (std::size_t i = 0; i < ga.size(); ++i) ga[i] = float(int(i % 5) - 2);
+  for (std::size_t i = 0; i < gb.size(); ++i) gb[i] = float(int(i % 3) - 1);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t p = 0; p < k; ++p) want[std::size_t(i * n + j)] += ga[std::size_t(i * k + p)] * gb[std::size_t(p * n + j)];
+  auto a = sc::distribute<LA>(mesh, ga, std::array<std::int64_t, 2>{m, k}, s);
+  auto b = sc::distribute<LB>(mesh, gb, std::array<std::int64_t, 2>{k, n}, s);
+  auto prod = sc::matmul(a, b, s);
+  CHECK(sc::to_global(prod, s) == want);
+}
+}  // namespace
+
+TEST_CASE("matmul(a, b, stream) on device dtensors of a 2x2 p2p mesh matches the global product" * doctest::skip(no_device())) {
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    using R = sc::replicate;
+    check_matmul<sc::layout<sc::shard<0>, R>, sc::layout<R, sc::shard<1>>>(c, s);               // -> shard<0>, shard<1>
+    check_matmul<sc::layout<sc::shard<1>, R>, sc::layout<sc::shard<0>, sc::shard<1>>>(c, s);    // -> partial<sum>, shard<1>
+    check_matmul<sc::layout<R, R>, sc::layout<R, R>>(c, s);                                     // -> replicate, replicate
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
+}
