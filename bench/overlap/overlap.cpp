@@ -4,7 +4,7 @@
 // run. Every timed call is checked against the sequential result (exact: small integers
 // in float), so a wrong pipeline cannot produce a figure.
 //
-//   bench_overlap [--ranks 2,4] [--iters 9] [--quick]
+//   bench_overlap [--ranks 2,4] [--iters 11] [--quick]
 //
 // One iteration times each mode once, modes interleaved so drift hits them alike; the
 // time of a call is from a barrier before it to a barrier after it, on rank 0. Printed:
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>
@@ -53,6 +54,16 @@ std::vector<float> local(const D& d) {
 }
 
 std::atomic<bool> g_ok{true};
+
+// Every mode multiplies through this one out-of-line host GEMM, so all of them run the same
+// machine code: how the compiler inlines host_gemm into each caller would otherwise show
+// up as a difference between modes.
+struct bench_gemm {
+  [[gnu::noinline]] void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+                                    std::int64_t ldb, float* c, std::int64_t ldc) const {
+    sc::host_gemm{}(m, n, k, a, lda, b, ldb, c, ldc);
+  }
+};
 
 // A timed call: runs the operator and returns how to fetch its local result (not timed).
 using fetch = std::function<std::vector<float>()>;
@@ -105,7 +116,7 @@ void run_modes(int ranks, int iters, const char* op, const shape& s,
 
 int main(int argc, char** argv) {
   std::vector<int> ranks{2, 4};
-  int iters = 9;
+  int iters = 11;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -121,7 +132,7 @@ int main(int argc, char** argv) {
     } else if (a == "--quick") {
       quick = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--ranks 2,4] [--iters 9] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--ranks 2,4] [--iters 11] [--quick]\n", argv[0]);
       return 2;
     }
   }
@@ -133,6 +144,12 @@ int main(int argc, char** argv) {
                                       : std::vector<shape>{{512, 512, 512, "compute"}, {2048, 64, 1024, "balanced"}, {4096, 8, 1024, "comm"}};
   std::printf("# bench_overlap: host backend, float, %u hardware threads, median of %d iterations (ms)\n",
               std::thread::hardware_concurrency(), iters);
+  // Other processes on the machine shift every figure; the load average says how busy it was.
+  if (std::ifstream la("/proc/loadavg"); la) {
+    std::string l1, l5, l15;
+    la >> l1 >> l5 >> l15;
+    std::printf("# load average at start (1, 5, 15 min): %s %s %s\n", l1.c_str(), l5.c_str(), l15.c_str());
+  }
   std::printf("# speedup = median(chunks=1) / median(mode); > 1 means faster than the sequential pipeline\n");
   std::printf("%-22s %5s %6s %6s %6s  %-13s %-24s %10s %8s\n", "op", "ranks", "t", "k", "o", "shape", "mode", "median_ms", "speedup");
   for (int p : ranks) {
@@ -146,13 +163,13 @@ int main(int argc, char** argv) {
         auto w = sc::distribute<sc::layout<sc::shard<1>>>(mesh, wg, std::array<std::int64_t, 2>{s.k, s.o});
         names.push_back("redistribute+matmul");
         calls.push_back([=]() -> fetch {
-          auto y = sc::matmul(sc::redistribute<sc::layout<sc::replicate>>(x), w);
+          auto y = sc::matmul(sc::redistribute<sc::layout<sc::replicate>>(x), w, bench_gemm{});
           return [y] { return local(y); };
         });
         for (int c : {1, 2, 4, 8}) {
           names.push_back("chunks=" + std::to_string(c));
           calls.push_back([=]() -> fetch {
-            auto y = sc::all_gather_matmul<0>(*ctx, x, w, c);
+            auto y = sc::all_gather_matmul<0>(*ctx, x, w, c, bench_gemm{});
             return [y] { return local(y); };
           });
         }
@@ -167,13 +184,13 @@ int main(int argc, char** argv) {
         auto w = sc::distribute<sc::layout<sc::shard<0>>>(mesh, wg, std::array<std::int64_t, 2>{s.k, s.o});
         names.push_back("matmul+redistribute");
         calls.push_back([=]() -> fetch {
-          auto z = sc::redistribute<sc::layout<sc::shard<0>>>(sc::matmul(x, w));
+          auto z = sc::redistribute<sc::layout<sc::shard<0>>>(sc::matmul(x, w, bench_gemm{}));
           return [z] { return local(z); };
         });
         for (int c : {1, 2, 4, 8}) {
           names.push_back("chunks=" + std::to_string(c));
           calls.push_back([=]() -> fetch {
-            auto z = sc::matmul_reduce_scatter<0>(*ctx, x, w, c);
+            auto z = sc::matmul_reduce_scatter<0>(*ctx, x, w, c, bench_gemm{});
             return [z] { return local(z); };
           });
         }
