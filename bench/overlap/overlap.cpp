@@ -9,6 +9,9 @@
 // One iteration times each mode once, modes interleaved so drift hits them alike; the
 // time of a call is from a barrier before it to a barrier after it, on rank 0. Printed:
 // the median over iterations, and "speedup" = median(chunks = 1) / median(this mode).
+// "only the all_gather" / "only the reduce_scatter" / "only the GEMM" time the two parts
+// alone; "bound" is (collective + GEMM) / max(collective, GEMM), the speedup a perfect
+// overlap would give if neither part slowed the other down.
 #include <algorithm>
 #include <atomic>
 #include <array>
@@ -65,7 +68,8 @@ struct bench_gemm {
   }
 };
 
-// A timed call: runs the operator and returns how to fetch its local result (not timed).
+// A timed call: runs the operator and returns how to fetch its local result (not timed);
+// an empty fetch marks a part timed on its own (only the collective, only the GEMM).
 using fetch = std::function<std::vector<float>()>;
 using call = std::function<fetch()>;
 
@@ -90,8 +94,9 @@ void run_modes(int ranks, int iters, const char* op, const shape& s,
         fetch f = calls[i]();
         comm.barrier();
         const double ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
-        const std::vector<float> r = f();
         if (it >= 0) t[i].push_back(ms);
+        if (!f) continue;
+        const std::vector<float> r = f();
         if (i == 0 && it == -2) reference = r;
         else if (r != reference) ok = false;
       }
@@ -106,11 +111,21 @@ void run_modes(int ranks, int iters, const char* op, const shape& s,
     }
   });
   const double seq = median(times[1]);
+  double comm_ms = 0, gemm_ms = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const double med = median(times[i]);
-    std::printf("%-22s %5d %6lld %6lld %6lld  %-13s %-24s %10.3f %8.2f\n", op, ranks, static_cast<long long>(s.t),
-                static_cast<long long>(s.k), static_cast<long long>(s.o), s.what, names[i].c_str(), med, seq / med);
+    const bool part = names[i].rfind("only ", 0) == 0;
+    if (names[i] == "only the GEMM") gemm_ms = med;
+    else if (part) comm_ms = med;
+    char speed[32];
+    std::snprintf(speed, sizeof speed, part ? "-" : "%.2f", seq / med);
+    std::printf("%-22s %5d %6lld %6lld %6lld  %-13s %-24s %10.3f %8s\n", op, ranks, static_cast<long long>(s.t),
+                static_cast<long long>(s.k), static_cast<long long>(s.o), s.what, names[i].c_str(), med, speed);
   }
+  // With perfect overlap the pipeline takes max(collective, GEMM) instead of their sum.
+  std::printf("%-22s %5d %6lld %6lld %6lld  %-13s %-24s %10.3f %8.2f\n", op, ranks, static_cast<long long>(s.t),
+              static_cast<long long>(s.k), static_cast<long long>(s.o), s.what, "bound: max(parts)", std::max(comm_ms, gemm_ms),
+              (comm_ms + gemm_ms) / std::max(comm_ms, gemm_ms));
 }
 }  // namespace
 
@@ -173,6 +188,17 @@ int main(int argc, char** argv) {
             return [y] { return local(y); };
           });
         }
+        names.push_back("only the all_gather");
+        calls.push_back([=]() -> fetch {
+          (void)sc::redistribute<sc::layout<sc::replicate>>(x);
+          return {};
+        });
+        auto xr = sc::redistribute<sc::layout<sc::replicate>>(x);
+        names.push_back("only the GEMM");
+        calls.push_back([=]() -> fetch {
+          (void)sc::matmul(xr, w, bench_gemm{});
+          return {};
+        });
       });
     }
     for (const shape& s : rs) {
@@ -194,6 +220,17 @@ int main(int argc, char** argv) {
             return [z] { return local(z); };
           });
         }
+        names.push_back("only the GEMM");
+        calls.push_back([=]() -> fetch {
+          (void)sc::matmul(x, w, bench_gemm{});
+          return {};
+        });
+        auto xw = sc::matmul(x, w, bench_gemm{});
+        names.push_back("only the reduce_scatter");
+        calls.push_back([=]() -> fetch {
+          (void)sc::redistribute<sc::layout<sc::shard<0>>>(xw);
+          return {};
+        });
       });
     }
   }

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace sc = shardcast;
@@ -301,6 +303,90 @@ TEST_CASE("the GEMM runs on the calling thread, once per non-empty member piece"
     });
     f.report();
   }
+}
+
+namespace {
+// A host communicator that records which thread calls all_gather and reduce_scatter
+// (copies and splits share one log per rank).
+struct recording_comm {
+  using memory_space = sc::host_memory;
+  using stream_type = sc::host_stream;
+  struct log_t {
+    std::mutex m;
+    std::vector<std::thread::id> ids;
+  };
+  sc::host::communicator c;
+  std::shared_ptr<log_t> log = std::make_shared<log_t>();
+
+  void record() {
+    std::lock_guard lk(log->m);
+    log->ids.push_back(std::this_thread::get_id());
+  }
+  std::vector<std::thread::id> take() {
+    std::lock_guard lk(log->m);
+    return std::exchange(log->ids, {});
+  }
+  int rank() const { return c.rank(); }
+  int size() const { return c.size(); }
+  template <class T>
+  void all_reduce(const T* s, T* r, std::size_t n, sc::reduce_op op, stream_type = {}) { c.all_reduce(s, r, n, op); }
+  template <class T>
+  void all_gather(const T* s, T* r, std::size_t n, stream_type = {}) {
+    record();
+    c.all_gather(s, r, n);
+  }
+  template <class T>
+  void reduce_scatter(const T* s, T* r, std::size_t n, sc::reduce_op op, stream_type = {}) {
+    record();
+    c.reduce_scatter(s, r, n, op);
+  }
+  template <class T>
+  void all_to_all(const T* s, T* r, std::size_t n, stream_type = {}) { c.all_to_all(s, r, n); }
+  template <class T>
+  void all_to_allv(const T* s, const std::size_t* sc_, const std::size_t* sd, T* r, const std::size_t* rc, const std::size_t* rd,
+                   stream_type = {}) {
+    c.all_to_allv(s, sc_, sd, r, rc, rd);
+  }
+  template <class T>
+  void broadcast(T* b, std::size_t n, int root, stream_type = {}) { c.broadcast(b, n, root); }
+  template <class T>
+  void send(const T* b, std::size_t n, int peer, stream_type = {}) { c.send(b, n, peer); }
+  template <class T>
+  void recv(T* b, std::size_t n, int peer, stream_type = {}) { c.recv(b, n, peer); }
+  void barrier() { c.barrier(); }
+  recording_comm split(int color, int key) const { return recording_comm{c.split(color, key), log}; }
+};
+static_assert(sc::communicator<recording_comm>);
+}  // namespace
+
+TEST_CASE("pipelined collectives run on one worker thread per context, reused across calls; chunks = 1 runs inline") {
+  failures f;
+  sc::host::run(3, [&](sc::host::communicator& hc) {
+    recording_comm comm{hc};
+    auto mesh = sc::make_mesh(comm, std::array<int, 1>{3});
+    sc::overlap_context ctx(mesh);
+    auto x = sc::distribute<sc::layout<S0>>(mesh, ints<int>(9 * 4, 0), std::array<std::int64_t, 2>{9, 4});
+    auto w = sc::distribute<sc::layout<S1>>(mesh, ints<int>(4 * 6, 1), std::array<std::int64_t, 2>{4, 6});
+    auto xr = sc::distribute<sc::layout<S1>>(mesh, ints<int>(9 * 6, 0), std::array<std::int64_t, 2>{9, 6});
+    auto wr = sc::distribute<sc::layout<S0>>(mesh, ints<int>(6 * 4, 1), std::array<std::int64_t, 2>{6, 4});
+    const auto self = std::this_thread::get_id();
+    const std::string who = "rank " + std::to_string(hc.rank()) + ": ";
+    (void)comm.take();
+    (void)sc::all_gather_matmul<0>(ctx, x, w, 1);
+    auto ids = comm.take();
+    if (ids.size() != 1 || ids[0] != self) f.add(who + "chunks = 1 did not run one all_gather on the calling thread");
+    std::thread::id worker{};
+    for (int call = 0; call < 3; ++call) {
+      if (call < 2) (void)sc::all_gather_matmul<0>(ctx, x, w, 3);  // 3 rows per rank: 3 non-empty pieces
+      else (void)sc::matmul_reduce_scatter<0>(ctx, xr, wr, 3);
+      ids = comm.take();
+      if (ids.size() != 3) f.add(who + "expected 3 collectives, saw " + std::to_string(ids.size()));
+      if (call == 0 && !ids.empty()) worker = ids[0];
+      for (auto id : ids)
+        if (id == self || id != worker) f.add(who + "call " + std::to_string(call) + ": a collective ran off the context's worker thread");
+    }
+  });
+  f.report();
 }
 
 TEST_CASE("all_gather_matmul: a rank whose GEMM throws mid-pipeline releases its peers with comm_error") {

@@ -18,9 +18,12 @@
 /// form one contiguous block (several axes sharding a dim nest in increasing axis order).
 /// Layouts that do not fit are compile errors saying what to change.
 ///
-/// `chunks == 1` is the unsplit sequential version: one collective, then one GEMM per
-/// peer block (or the reverse). Results are identical for every chunk count: each output
-/// element is produced by one GEMM call over the same inner extent in the same order.
+/// `chunks == 1` is the unsplit sequential version: one collective on the calling thread,
+/// then one GEMM per member block (or the reverse); any call left with a single non-empty
+/// collective runs that way too, since there is nothing to overlap. With `host_gemm`, or
+/// any GEMM whose result for a row does not depend on the other rows of the call, every
+/// chunk count gives bit-identical results: each output element comes from one GEMM call
+/// over the same inner extent, and the reduce-scatter adds the ranks in the same order.
 ///
 /// Worked example, mesh 2 (data) x 2 (tensor), overlap axis 1, t = 6, h = 4, o = 2:
 /// @code
@@ -152,9 +155,10 @@ struct overlap_access;
 /// here, not per call). Constructing it is collective over the mesh (it splits the
 /// communicator), so every rank of the mesh must make one at the same point.
 ///
-/// Only the worker touches the duplicate communicators, and every call waits for its
-/// collectives before returning, so the mesh's own communicators stay free for the
-/// calling thread between calls. Use one context from one thread at a time. The
+/// While a pipeline runs only the worker touches the duplicate communicators (a call with
+/// a single collective runs it on the calling thread while the worker is idle), and every
+/// call waits for its collectives before returning, so the mesh's own communicators stay
+/// free for the calling thread between calls. Use one context from one thread at a time. The
 /// destructor stops and joins the worker, also after a failed call.
 ///
 /// Host memory only: the device version (two streams and events) is not implemented.
@@ -209,6 +213,16 @@ struct drain_on_exit {
   comm_worker& w;
   ~drain_on_exit() { w.drain(); }
 };
+
+/// Starts a pipeline collective: on the worker when the call has several collectives to
+/// overlap with its GEMMs; with only one there is nothing to overlap, so it runs here, at
+/// once, on the same (then idle) communicator, and the returned ticket is 0 (no wait).
+template <class F>
+comm_worker::ticket start_collective(comm_worker& w, bool pipelined, F&& task) {
+  if (pipelined) return w.submit(std::forward<F>(task));
+  task();
+  return 0;
+}
 
 /// Row blocks of one mesh axis' members and their `chunks` pieces.
 struct row_pieces {
@@ -324,12 +338,13 @@ dtensor<T, 2, all_gather_matmul_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(
   auto* comm = &detail::overlap_access::axis_comm(ctx, Axis);
   detail::drain_on_exit guard{worker};  // after the buffers: runs before they are freed
   std::vector<detail::comm_worker::ticket> tickets(static_cast<std::size_t>(chunks), 0);
+  const bool pipelined = std::count_if(rp.max_rows.begin(), rp.max_rows.end(), [&](std::int64_t r) { return r * k > 0; }) > 1;
   for (int c = 0; c < chunks; ++c) {
     const auto cnt = static_cast<std::size_t>(rp.max_rows[static_cast<std::size_t>(c)] * k);
     if (cnt == 0) continue;  // the same on every member: all skip it
     const T* s = send[static_cast<std::size_t>(c)];
     T* g = gathered.get() + goff[static_cast<std::size_t>(c)];
-    tickets[static_cast<std::size_t>(c)] = worker.submit([comm, s, g, cnt] { comm->all_gather(s, g, cnt); });
+    tickets[static_cast<std::size_t>(c)] = detail::start_collective(worker, pipelined, [comm, s, g, cnt] { comm->all_gather(s, g, cnt); });
   }
   for (int c = 0; c < chunks; ++c) {
     if (tickets[static_cast<std::size_t>(c)]) worker.wait(tickets[static_cast<std::size_t>(c)]);
@@ -394,6 +409,7 @@ dtensor<T, 2, matmul_reduce_scatter_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_
   auto* comm = &detail::overlap_access::axis_comm(ctx, Axis);
   detail::drain_on_exit guard{worker};  // after the buffers: runs before they are freed
   std::vector<detail::comm_worker::ticket> tickets(static_cast<std::size_t>(chunks), 0);
+  const bool pipelined = std::count_if(rp.max_rows.begin(), rp.max_rows.end(), [&](std::int64_t r) { return r * n > 0; }) > 1;
   const std::int64_t my_first = rp.off[static_cast<std::size_t>(me)];
   for (int c = 0; c < chunks; ++c) {
     const std::int64_t mr = rp.max_rows[static_cast<std::size_t>(c)];
@@ -412,11 +428,12 @@ dtensor<T, 2, matmul_reduce_scatter_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_
     T* recv = roff[static_cast<std::size_t>(c) + 1] == roff[static_cast<std::size_t>(c)]
                   ? z.data() + (rp.off_of(me, c) - my_first) * n
                   : staged.get() + roff[static_cast<std::size_t>(c)];
-    tickets[static_cast<std::size_t>(c)] = worker.submit([comm, part, recv, cnt] { comm->reduce_scatter(part, recv, cnt, reduce_op::sum); });
+    tickets[static_cast<std::size_t>(c)] =
+        detail::start_collective(worker, pipelined, [comm, part, recv, cnt] { comm->reduce_scatter(part, recv, cnt, reduce_op::sum); });
   }
   for (int c = 0; c < chunks; ++c) {
-    if (!tickets[static_cast<std::size_t>(c)]) continue;
-    worker.wait(tickets[static_cast<std::size_t>(c)]);
+    if (rp.max_rows[static_cast<std::size_t>(c)] * n == 0) continue;
+    if (tickets[static_cast<std::size_t>(c)]) worker.wait(tickets[static_cast<std::size_t>(c)]);
     if (roff[static_cast<std::size_t>(c) + 1] != roff[static_cast<std::size_t>(c)])
       ops::copy(z.data() + (rp.off_of(me, c) - my_first) * n, staged.get() + roff[static_cast<std::size_t>(c)],
                 static_cast<std::size_t>(rp.rows_of(me, c) * n));
