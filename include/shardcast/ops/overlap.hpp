@@ -181,6 +181,9 @@ class overlap_context {
   /// @throws comm_error if the split fails on this or a peer rank
   explicit overlap_context(const Mesh& m)
       : mesh_(m), own_(m.comm().split(0, m.rank()), m.shape()), worker_(std::make_unique<detail::comm_worker>()) {}
+  /// Not copyable or movable: it owns a running thread (hold it by unique_ptr to move it).
+  overlap_context(const overlap_context&) = delete;
+  overlap_context& operator=(const overlap_context&) = delete;
 
   /// The mesh this context serves (tensors passed to the operators must live on it).
   const Mesh& mesh() const { return mesh_; }
