@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the host test suite (no MPI, no CUDA) under ASan+UBSan and under TSan and runs ctest
 # for each. Tests labelled `large` (several GiB, counts above 2^31) are left out: under the
-# sanitizers they would take minutes and the shadow memory would double their footprint.
+# sanitizers they would need several times their memory (shadow memory) and run time.
 # Usage: scripts/sanitize.sh [asan|tsan]... (default: both)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
