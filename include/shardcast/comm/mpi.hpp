@@ -55,12 +55,14 @@ inline void check(int rc, const char* what) {
 /// buffers; every rank must use the same value.
 inline std::size_t max_count = static_cast<std::size_t>(INT_MAX);
 
-/// Elements packed per call when a reduce_scatter above max_count is staged (bounds the
-/// staging buffer to 256 MiB).
+/// max_count as used: at least 1, at most INT_MAX.
+inline std::size_t limit() { return std::clamp<std::size_t>(max_count, 1, static_cast<std::size_t>(INT_MAX)); }
+
+/// Bytes staged per call when a reduce_scatter above the limit is split (256 MiB).
 inline constexpr std::size_t stage_bytes = std::size_t{1} << 28;
 
-/// A count that the caller has already limited to max_count (<= INT_MAX).
-inline int to_int(std::size_t n) { return static_cast<int>(std::min(n, static_cast<std::size_t>(INT_MAX))); }
+/// A count the caller has already limited to limit() (so it fits an int).
+inline int to_int(std::size_t n) { return static_cast<int>(n); }
 
 /// Tag of the point-to-point messages all_to_allv is made of (user send/recv use another).
 inline constexpr int a2av_tag = 0x5d;
@@ -143,7 +145,7 @@ class communicator {
     const bool inplace = send == recv;
     std::size_t off = 0;
     do {  // one call per max_count elements (one call when count is 0)
-      const std::size_t n = std::min(count - off, detail::max_count);
+      const std::size_t n = std::min(count - off, detail::limit());
       SHARDCAST_MPI_TRY(MPI_Allreduce(inplace ? MPI_IN_PLACE : send + off, recv + off, detail::to_int(n), dt, detail::op_of(op), c()));
       off += n;
     } while (off < count);
@@ -156,7 +158,7 @@ class communicator {
     (void)c();  // throws on the null communicator, whose size is 0
     const auto p = static_cast<std::size_t>(size_);
     const bool inplace = send == recv + static_cast<std::size_t>(rank_) * count;
-    if (count <= detail::max_count / p) {
+    if (count <= detail::limit() / p) {
       const int n = detail::to_int(count);
       SHARDCAST_MPI_TRY(MPI_Allgather(inplace ? MPI_IN_PLACE : send, n, dt, recv, n, dt, c()));
       return;
@@ -164,7 +166,7 @@ class communicator {
     // Chunk j gathers elements [off, off + n) of every rank's block: the receive type is n
     // elements resized to one block, so peer q's slice lands at recv + q * count + off.
     // In place, MPI reads this rank's slice from exactly there.
-    const std::size_t per = std::max<std::size_t>(1, detail::max_count / p);
+    const std::size_t per = std::max<std::size_t>(1, detail::limit() / p);
     for (std::size_t off = 0; off < count; off += per) {
       const std::size_t n = std::min(per, count - off);
       detail::strided_type rt(detail::to_int(n), dt, count * sizeof(T));
@@ -177,7 +179,7 @@ class communicator {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator, whose size is 0
     const auto p = static_cast<std::size_t>(size_);
-    if (count <= detail::max_count / p) {
+    if (count <= detail::limit() / p) {
       const int n = detail::to_int(count);
       if (recv == send + static_cast<std::size_t>(rank_) * count && count > 0) {
         // MPI's in-place form puts the result at the start of the buffer; stage through a copy.
@@ -190,7 +192,7 @@ class communicator {
     } else {
       // Predefined reductions need predefined datatypes, so chunks are packed: chunk j
       // stages elements [off, off + n) of every destination block, rank-major.
-      const std::size_t cap = std::min(detail::max_count, std::max<std::size_t>(1, detail::stage_bytes / sizeof(T)));
+      const std::size_t cap = std::min(detail::limit(), std::max<std::size_t>(1, detail::stage_bytes / sizeof(T)));
       const std::size_t per = std::max<std::size_t>(1, cap / p);
       std::vector<T> stage(per * p);
       for (std::size_t off = 0; off < count; off += per) {
@@ -208,14 +210,14 @@ class communicator {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator, whose size is 0
     const auto p = static_cast<std::size_t>(size_);
-    if (count <= detail::max_count / p) {
+    if (count <= detail::limit() / p) {
       const int n = detail::to_int(count);
       SHARDCAST_MPI_TRY(MPI_Alltoall(send, n, dt, recv, n, dt, c()));
       return;
     }
     // Chunk j moves elements [off, off + n) of every block; both sides use n elements
     // resized to one block, so block q of the chunk is at buffer + q * count + off.
-    const std::size_t per = std::max<std::size_t>(1, detail::max_count / p);
+    const std::size_t per = std::max<std::size_t>(1, detail::limit() / p);
     for (std::size_t off = 0; off < count; off += per) {
       const std::size_t n = std::min(per, count - off);
       detail::strided_type t(detail::to_int(n), dt, count * sizeof(T));
@@ -234,7 +236,7 @@ class communicator {
     if (send_counts[rank_] != recv_counts[rank_])
       throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " sends itself " + std::to_string(send_counts[rank_]) +
                        " elements but expects " + std::to_string(recv_counts[rank_]));
-    auto pieces = [](std::size_t n) { return n == 0 ? std::size_t{1} : (n + detail::max_count - 1) / detail::max_count; };
+    auto pieces = [](std::size_t n) { return n == 0 ? std::size_t{1} : (n + detail::limit() - 1) / detail::limit(); };
     std::vector<MPI_Request> reqs;
     struct posted {
       int peer;
@@ -245,7 +247,7 @@ class communicator {
       if (q == rank_) continue;
       const std::size_t n = recv_counts[q];
       for (std::size_t k = 0; k < pieces(n); ++k) {
-        const std::size_t off = k * detail::max_count, m = std::min(detail::max_count, n - std::min(n, off));
+        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
         reqs.emplace_back();
         what.push_back({q, m});
         const int rc = MPI_Irecv(recv + recv_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
@@ -257,7 +259,7 @@ class communicator {
       if (q == rank_) continue;
       const std::size_t n = send_counts[q];
       for (std::size_t k = 0; k < pieces(n); ++k) {
-        const std::size_t off = k * detail::max_count, m = std::min(detail::max_count, n - std::min(n, off));
+        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
         reqs.emplace_back();
         const int rc = MPI_Isend(send + send_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
         if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Isend");
@@ -292,7 +294,7 @@ class communicator {
     const MPI_Datatype dt = detail::datatype<T>();
     std::size_t off = 0;
     do {
-      const std::size_t n = std::min(count - off, detail::max_count);
+      const std::size_t n = std::min(count - off, detail::limit());
       SHARDCAST_MPI_TRY(MPI_Bcast(buf + off, detail::to_int(n), dt, root, c()));
       off += n;
     } while (off < count);
@@ -304,7 +306,7 @@ class communicator {
     const MPI_Datatype dt = detail::datatype<T>();
     std::size_t off = 0;
     do {
-      const std::size_t n = std::min(count - off, detail::max_count);
+      const std::size_t n = std::min(count - off, detail::limit());
       SHARDCAST_MPI_TRY(MPI_Send(buf + off, detail::to_int(n), dt, peer, tag, c()));
       off += n;
     } while (off < count);
@@ -316,7 +318,7 @@ class communicator {
     const MPI_Datatype dt = detail::datatype<T>();
     std::size_t off = 0;
     do {
-      const std::size_t n = std::min(count - off, detail::max_count);
+      const std::size_t n = std::min(count - off, detail::limit());
       MPI_Status st;
       SHARDCAST_MPI_TRY(MPI_Recv(buf + off, detail::to_int(n), dt, peer, tag, c(), &st));
       int got = 0;
