@@ -6,11 +6,20 @@
 ///
 /// For a partial<sum|prod> axis, distribute puts the value on coordinate 0 and the
 /// op's identity elsewhere; for avg, max and min every rank holds the value.
+///
+/// `distribute` is collective: before it copies anything, the ranks compare their
+/// arguments with one small all_reduce over the mesh's communicator
+/// (`check_same_extents`), so extents or layouts that differ between ranks, or a bad
+/// argument on one rank, throw layout_error on every rank instead of hanging or reading
+/// out of bounds in a later collective. `make_view` and `empty` stay local (no
+/// communication: operators call them for every output); call `check_same_extents`
+/// yourself where their extents come from rank-local data.
 
 #include <array>
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "dtensor.hpp"
@@ -31,16 +40,95 @@ std::int64_t checked_volume(const std::array<std::int64_t, R>& ext, const char* 
   return v;
 }
 
+/// Element types a dtensor can hold: the ones the communicators know (dtype_of), moved with memcpy.
+template <class T>
+constexpr bool check_element_type() {
+  static_assert(element_type<T>,
+                "shardcast: the element type has no shardcast::dtype_of specialisation; supported are float, double, std::int8_t, "
+                "std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, std::uint64_t (and __half, __nv_bfloat16, __nv_fp8_e4m3, "
+                "__nv_fp8_e5m2 with <shardcast/cuda/dtypes.hpp>); to add a type, specialise shardcast::dtype_of<T> with the "
+                "shardcast::dtype it travels as.");
+  static_assert(std::is_trivially_copyable_v<T>,
+                "shardcast: the element type is not trivially copyable, but pieces are moved with memcpy and collectives; "
+                "use a plain numeric type.");
+  return true;
+}
+
+/// What one rank contributes to the argument check: its extents, its layout (as codes)
+/// and whether its own arguments were rejected (rank + 1, else 0).
+inline std::int64_t layout_code(const placement_desc& p) {
+  const std::int64_t kind = static_cast<std::int64_t>(p.kind);
+  return kind * 1000 + (p.is_shard() ? p.dim : 0) * 10 + (p.is_partial() ? static_cast<std::int64_t>(p.op) : 0);
+}
+inline std::int64_t saturating_neg(std::int64_t v) {
+  return v == std::numeric_limits<std::int64_t>::min() ? std::numeric_limits<std::int64_t>::max() : -v;
+}
+
+/// Collective over m.comm(): one in-place all_reduce(max) of [values, -values] gives every
+/// rank the maximum and minimum of every value, so all ranks reach the same verdict.
+/// Throws layout_error on every rank when a rank rejected its own arguments
+/// (`local_error` non-empty there), the layouts differ, or the extents differ.
+template <class Mesh, std::size_t R>
+void agree_on_arguments(const Mesh& m, const std::array<std::int64_t, R>& ext, const runtime_layout& l, const std::string& local_error,
+                        const char* who, typename Mesh::stream_type s) {
+  using ops = memory_ops<typename Mesh::memory_space>;
+  constexpr std::size_t nl = 1 + SHARDCAST_MAX_AXES;
+  constexpr std::size_t k = R + nl + 1;
+  std::array<std::int64_t, 2 * k> v{};
+  for (std::size_t d = 0; d < R; ++d) v[d] = ext[d];
+  v[R] = l.naxes;
+  for (int a = 0; a < l.naxes && a < SHARDCAST_MAX_AXES; ++a) v[R + 1 + static_cast<std::size_t>(a)] = layout_code(l[a]);
+  v[k - 1] = local_error.empty() ? 0 : m.rank() + 1;
+  for (std::size_t i = 0; i < k; ++i) v[k + i] = saturating_neg(v[i]);
+  // In place, so a communicator that moves no data leaves every rank's own values.
+  auto buf = ops::template allocate<std::int64_t>(v.size(), s);
+  ops::from_host(buf.get(), v.data(), v.size(), s);
+  m.comm().all_reduce(buf.get(), buf.get(), v.size(), reduce_op::max, s);
+  std::array<std::int64_t, 2 * k> r{};
+  ops::to_host(r.data(), buf.get(), r.size(), s);
+  auto lo = [&](std::size_t i) { return saturating_neg(r[k + i]); };
+
+  if (!local_error.empty()) throw layout_error(local_error);
+  if (r[k - 1] > 0)
+    throw layout_error(std::string(who) + ": rank " + std::to_string(r[k - 1] - 1) +
+                       " rejected its arguments (its own exception says why), so every rank throws instead of waiting for it; "
+                       "fix the arguments on that rank");
+  for (std::size_t i = R; i < R + nl; ++i)
+    if (r[i] != lo(i))
+      throw layout_error(std::string(who) + ": the ranks passed different layouts (rank " + std::to_string(m.rank()) + " passed \"" +
+                         to_string(l) + "\"); pass the same layout on every rank");
+  for (std::size_t d = 0; d < R; ++d)
+    if (r[d] != lo(d)) {
+      std::string mine;
+      for (std::size_t e = 0; e < R; ++e) {
+        if (e) mine += 'x';
+        mine += std::to_string(ext[e]);
+      }
+      throw layout_error(std::string(who) + ": the ranks passed different global extents: dim " + std::to_string(d) + " is " +
+                         std::to_string(lo(d)) + " on some ranks and " + std::to_string(r[d]) + " on others (rank " +
+                         std::to_string(m.rank()) + " passed " + mine + "); pass the same global extents on every rank");
+    }
+}
+
 template <class T, int R, class L, class Mesh>
 dtensor<T, R, L, Mesh> distribute_impl(const Mesh& m, const runtime_layout& l, std::span<const T> global,
                                         const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext, typename Mesh::stream_type s) {
+  static_assert(check_element_type<T>());
   using ops = memory_ops<typename Mesh::memory_space>;
-  l.validate(Mesh::naxes, R);
-  SHARDCAST_EXPECTS(same_op_partials(l), "shardcast::distribute: layout \"" + to_string(l) + "\" mixes partial reduce ops; use one op for every partial axis");
-  const std::int64_t vol = checked_volume(ext, "shardcast::distribute");
-  SHARDCAST_EXPECTS(static_cast<std::int64_t>(global.size()) == vol,
-                    "shardcast::distribute: the global span has " + std::to_string(global.size()) +
-                        " elements but the extents describe " + std::to_string(vol) + "; pass the whole row-major tensor");
+  // Rank-local checks first, but their verdict is shared before anyone throws: a rank
+  // that threw alone would leave its peers waiting in their next collective.
+  std::string err;
+  try {
+    l.validate(Mesh::naxes, R);
+    SHARDCAST_EXPECTS(same_op_partials(l), "shardcast::distribute: layout \"" + to_string(l) + "\" mixes partial reduce ops; use one op for every partial axis");
+    const std::int64_t vol = checked_volume(ext, "shardcast::distribute");
+    SHARDCAST_EXPECTS(static_cast<std::int64_t>(global.size()) == vol,
+                      "shardcast::distribute: the global span has " + std::to_string(global.size()) +
+                          " elements but the extents describe " + std::to_string(vol) + "; pass the whole row-major tensor");
+  } catch (const layout_error& e) {
+    err = e.what();
+  }
+  agree_on_arguments(m, ext, l, err, "shardcast::distribute", s);
   const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
   const box g = full_box(ext.data(), R);
   const auto n = static_cast<std::size_t>(b.volume());
@@ -68,8 +156,41 @@ constexpr runtime_layout all_replicate() {
 }
 }  // namespace detail
 
+/// Collective over the mesh's communicator: throws layout_error on every rank unless all
+/// ranks passed the same `extents` (the message names the first dim that differs and its
+/// smallest and largest value). `distribute` runs this check itself; use it before
+/// `make_view` or `empty` when extents come from rank-local data.
+/// @param m the mesh (every rank of m.comm() must call this)
+/// @param extents this rank's global extents
+/// @param s stream for device meshes (the check copies 2 * (R + SHARDCAST_MAX_AXES + 2) int64 to the device and back)
+/// @throws layout_error if an extent is negative on some rank or the ranks disagree
+/// @code
+///   // rank 0 passes {6, 8}, rank 1 {6, 9}: both throw
+///   // "...: dim 1 is 8 on some ranks and 9 on others (rank 1 passed 6x9); ..."
+///   shardcast::check_same_extents(mesh, std::array<std::int64_t, 2>{6, 8});
+/// @endcode
+template <class Mesh, std::size_t R>
+void check_same_extents(const Mesh& m, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
+  std::string err;
+  try {
+    detail::checked_volume(extents, "shardcast::check_same_extents");
+  } catch (const layout_error& e) {
+    err = e.what();
+  }
+  detail::agree_on_arguments(m, extents, detail::all_replicate<Mesh::naxes>(), err, "shardcast::check_same_extents", s);
+}
+
 /// Each rank keeps its piece (under `Layout`) of the global row-major tensor `global`.
-/// @throws layout_error if global.size() differs from the product of `extents`
+/// Collective: every rank of the mesh calls it with the same extents (checked, see
+/// `check_same_extents`). Example, 2x2 mesh, global 4x6 under layout<shard<0>, shard<1>>:
+/// rank (1,0) keeps rows 2..3, columns 0..2.
+/// @tparam Layout a shardcast::layout<...> with one placement per mesh axis
+/// @param m the mesh
+/// @param global the whole tensor, row-major (only this rank's piece is read)
+/// @param extents the global extents, the same on every rank
+/// @param s stream for device meshes
+/// @throws layout_error on every rank if global.size() differs from the product of
+///         `extents` on some rank, or the ranks passed different extents
 template <class Layout, class Mesh, class T, std::size_t R>
 dtensor<std::remove_const_t<T>, static_cast<int>(R), Layout, Mesh> distribute(const Mesh& m, std::span<T> global,
                                                                               const std::array<std::int64_t, R>& extents,
@@ -85,7 +206,9 @@ auto distribute(const Mesh& m, const std::vector<T>& global, const std::array<st
   return distribute<Layout>(m, std::span<const T>(global), extents, s);
 }
 
-/// Dynamic-layout form: the layout is a runtime value.
+/// Dynamic-layout form: the layout is a runtime value (also checked to be the same on every rank).
+/// @throws layout_error on every rank if the layout does not fit, differs between ranks,
+///         or the extents or span sizes are wrong or differ (see the static form)
 template <class Mesh, class T, std::size_t R>
 dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> distribute(const Mesh& m, const runtime_layout& l, std::span<const T> global,
                                                                  const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
@@ -98,17 +221,21 @@ auto distribute(const Mesh& m, const runtime_layout& l, const std::vector<T>& gl
 }
 
 /// A non-owning dtensor over `local` (this rank's piece, row-major, in the mesh's memory space).
+/// Local: it does not compare extents between ranks (see check_same_extents).
 template <class Layout, class Mesh, class T, std::size_t R>
 dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, T* local, const std::array<std::int64_t, R>& extents) {
   static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  static_assert(detail::check_element_type<std::remove_const_t<T>>());
   detail::checked_volume(extents, "shardcast::make_view");
   return dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, nullptr, local);
 }
 
 /// An owning dtensor with uninitialised local memory.
+/// Local: it does not compare extents between ranks (see check_same_extents).
 template <class Layout, class T, class Mesh, std::size_t R>
 dtensor<T, static_cast<int>(R), Layout, Mesh> empty(const Mesh& m, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
   static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  static_assert(detail::check_element_type<T>());
   detail::checked_volume(extents, "shardcast::empty");
   const box b = local_box(Layout::desc, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
   auto owner = detail::memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);

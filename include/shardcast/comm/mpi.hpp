@@ -6,14 +6,32 @@
 /// communicators made by `split` own the new `MPI_Comm` and free it when the last
 /// copy goes away. MPI errors on communicators this header creates are returned
 /// (MPI_ERRORS_RETURN) and rethrown as `shardcast::comm_error` with MPI's message.
+///
+/// Counts: MPI (OpenMPI 4.1 included) takes `int` counts, shardcast takes `std::size_t`.
+/// Every collective is split into MPI calls of at most INT_MAX elements each (in total,
+/// for the gathers and scatters), so counts above 2^31 work; `all_to_allv` is a set of
+/// non-blocking sends and receives (what OpenMPI's linear all-to-all-v does), one message
+/// of at most INT_MAX elements at a time, so its counts and displacements are never
+/// narrowed to `int`.
+///
+/// Failures: `shardcast::mpi::run(f)` runs `f` on MPI_COMM_WORLD and turns an exception on
+/// any rank into a message on stderr and `MPI_Abort`, so peers blocked in a collective
+/// are terminated instead of waiting forever (MPI's failure model: the whole job ends
+/// with a non-zero status; there is no per-rank recovery).
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../error.hpp"
@@ -32,13 +50,41 @@ inline void check(int rc, const char* what) {
   throw comm_error(std::string("shardcast::mpi: ") + what + " failed: " + std::string(msg, static_cast<std::size_t>(len)));
 }
 
-/// MPI takes int counts; larger counts are refused rather than truncated.
-inline int to_int(std::size_t n, const char* what) {
-  if (n > static_cast<std::size_t>(INT_MAX))
-    throw comm_error(std::string("shardcast::mpi: ") + what + ": count " + std::to_string(n) +
-                     " exceeds INT_MAX; split the transfer into smaller pieces");
-  return static_cast<int>(n);
-}
+/// The most elements one MPI call carries (MPI counts are int). Collectives above it are
+/// split into several calls. Only tests lower it, to run the splitting with small
+/// buffers; every rank must use the same value.
+inline std::size_t max_count = static_cast<std::size_t>(INT_MAX);
+
+/// max_count as used: at least 1, at most INT_MAX.
+inline std::size_t limit() { return std::clamp<std::size_t>(max_count, 1, static_cast<std::size_t>(INT_MAX)); }
+
+/// Bytes staged per call when a reduce_scatter above the limit is split (256 MiB).
+inline constexpr std::size_t stage_bytes = std::size_t{1} << 28;
+
+/// A count the caller has already limited to limit() (so it fits an int).
+inline int to_int(std::size_t n) { return static_cast<int>(n); }
+
+/// Tag of the point-to-point messages all_to_allv is made of (user send/recv use another).
+inline constexpr int a2av_tag = 0x5d;
+
+/// `c` contiguous elements of `base`, resized so that consecutive items are `stride`
+/// bytes apart: one peer's slice of a chunked gather or all-to-all. Freed by the destructor.
+struct strided_type {
+  MPI_Datatype t = MPI_DATATYPE_NULL;
+  strided_type(int c, MPI_Datatype base, std::size_t stride) {
+    MPI_Datatype contig = MPI_DATATYPE_NULL;
+    check(MPI_Type_contiguous(c, base, &contig), "MPI_Type_contiguous");
+    const int rc = MPI_Type_create_resized(contig, 0, static_cast<MPI_Aint>(stride), &t);
+    MPI_Type_free(&contig);
+    check(rc, "MPI_Type_create_resized");
+    check(MPI_Type_commit(&t), "MPI_Type_commit");
+  }
+  strided_type(const strided_type&) = delete;
+  strided_type& operator=(const strided_type&) = delete;
+  ~strided_type() {
+    if (t != MPI_DATATYPE_NULL) MPI_Type_free(&t);
+  }
+};
 
 template <class T>
 MPI_Datatype datatype() {
@@ -95,69 +141,193 @@ class communicator {
 
   template <element_type T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
-    const int n = detail::to_int(count, "all_reduce");
-    SHARDCAST_MPI_TRY(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, detail::datatype<T>(), detail::op_of(op), c()));
+    const MPI_Datatype dt = detail::datatype<T>();
+    const bool inplace = send == recv;
+    std::size_t off = 0;
+    do {  // one call per max_count elements (one call when count is 0)
+      const std::size_t n = std::min(count - off, detail::limit());
+      SHARDCAST_MPI_TRY(MPI_Allreduce(inplace ? MPI_IN_PLACE : send + off, recv + off, detail::to_int(n), dt, detail::op_of(op), c()));
+      off += n;
+    } while (off < count);
     if (op == reduce_op::avg) shardcast::detail::finish_avg(recv, count, size_);
   }
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
-    const int n = detail::to_int(count, "all_gather");
-    detail::to_int(count * static_cast<std::size_t>(size_), "all_gather");
+    const MPI_Datatype dt = detail::datatype<T>();
+    (void)c();  // throws on the null communicator, whose size is 0
+    const auto p = static_cast<std::size_t>(size_);
     const bool inplace = send == recv + static_cast<std::size_t>(rank_) * count;
-    SHARDCAST_MPI_TRY(MPI_Allgather(inplace ? MPI_IN_PLACE : send, n, detail::datatype<T>(), recv, n, detail::datatype<T>(), c()));
+    if (count <= detail::limit() / p) {
+      const int n = detail::to_int(count);
+      SHARDCAST_MPI_TRY(MPI_Allgather(inplace ? MPI_IN_PLACE : send, n, dt, recv, n, dt, c()));
+      return;
+    }
+    // Chunk j gathers elements [off, off + n) of every rank's block: the receive type is n
+    // elements resized to one block, so peer q's slice lands at recv + q * count + off.
+    // In place, MPI reads this rank's slice from exactly there.
+    const std::size_t per = std::max<std::size_t>(1, detail::limit() / p);
+    for (std::size_t off = 0; off < count; off += per) {
+      const std::size_t n = std::min(per, count - off);
+      detail::strided_type rt(detail::to_int(n), dt, count * sizeof(T));
+      SHARDCAST_MPI_TRY(MPI_Allgather(inplace ? MPI_IN_PLACE : send + off, detail::to_int(n), dt, recv + off, 1, rt.t, c()));
+    }
   }
 
   template <element_type T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
-    const int n = detail::to_int(count, "reduce_scatter");
-    detail::to_int(count * static_cast<std::size_t>(size_), "reduce_scatter");
-    if (recv == send + static_cast<std::size_t>(rank_) * count && count > 0) {
-      // MPI's in-place form puts the result at the start of the buffer; stage through a copy.
-      std::vector<T> tmp(count);
-      SHARDCAST_MPI_TRY(MPI_Reduce_scatter_block(send, tmp.data(), n, detail::datatype<T>(), detail::op_of(op), c()));
-      std::copy(tmp.begin(), tmp.end(), recv);
+    const MPI_Datatype dt = detail::datatype<T>();
+    (void)c();  // throws on the null communicator, whose size is 0
+    const auto p = static_cast<std::size_t>(size_);
+    if (count <= detail::limit() / p) {
+      const int n = detail::to_int(count);
+      if (recv == send + static_cast<std::size_t>(rank_) * count && count > 0) {
+        // MPI's in-place form puts the result at the start of the buffer; stage through a copy.
+        std::vector<T> tmp(count);
+        SHARDCAST_MPI_TRY(MPI_Reduce_scatter_block(send, tmp.data(), n, dt, detail::op_of(op), c()));
+        std::copy(tmp.begin(), tmp.end(), recv);
+      } else {
+        SHARDCAST_MPI_TRY(MPI_Reduce_scatter_block(send, recv, n, dt, detail::op_of(op), c()));
+      }
     } else {
-      SHARDCAST_MPI_TRY(MPI_Reduce_scatter_block(send, recv, n, detail::datatype<T>(), detail::op_of(op), c()));
+      // Predefined reductions need predefined datatypes, so chunks are packed: chunk j
+      // stages elements [off, off + n) of every destination block, rank-major.
+      const std::size_t cap = std::min(detail::limit(), std::max<std::size_t>(1, detail::stage_bytes / sizeof(T)));
+      const std::size_t per = std::max<std::size_t>(1, cap / p);
+      std::vector<T> stage(per * p);
+      for (std::size_t off = 0; off < count; off += per) {
+        const std::size_t n = std::min(per, count - off);
+        for (std::size_t q = 0; q < p; ++q) std::memcpy(stage.data() + q * n, send + q * count + off, n * sizeof(T));
+        // In place, recv + off is this rank's block at off, already staged above.
+        SHARDCAST_MPI_TRY(MPI_Reduce_scatter_block(stage.data(), recv + off, detail::to_int(n), dt, detail::op_of(op), c()));
+      }
     }
     if (op == reduce_op::avg) shardcast::detail::finish_avg(recv, count, size_);
   }
 
   template <element_type T>
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
-    const int n = detail::to_int(count, "all_to_all");
-    detail::to_int(count * static_cast<std::size_t>(size_), "all_to_all");
-    SHARDCAST_MPI_TRY(MPI_Alltoall(send, n, detail::datatype<T>(), recv, n, detail::datatype<T>(), c()));
+    const MPI_Datatype dt = detail::datatype<T>();
+    (void)c();  // throws on the null communicator, whose size is 0
+    const auto p = static_cast<std::size_t>(size_);
+    if (count <= detail::limit() / p) {
+      const int n = detail::to_int(count);
+      SHARDCAST_MPI_TRY(MPI_Alltoall(send, n, dt, recv, n, dt, c()));
+      return;
+    }
+    // Chunk j moves elements [off, off + n) of every block; both sides use n elements
+    // resized to one block, so block q of the chunk is at buffer + q * count + off.
+    const std::size_t per = std::max<std::size_t>(1, detail::limit() / p);
+    for (std::size_t off = 0; off < count; off += per) {
+      const std::size_t n = std::min(per, count - off);
+      detail::strided_type t(detail::to_int(n), dt, count * sizeof(T));
+      SHARDCAST_MPI_TRY(MPI_Alltoall(send + off, 1, t.t, recv + off, 1, t.t, c()));
+    }
   }
 
+  /// Non-blocking sends and receives of at most max_count elements each, posted to every
+  /// peer at once; counts and displacements stay std::size_t. A receive that gets fewer
+  /// elements than `recv_counts` says throws comm_error naming both ranks and counts.
   template <element_type T>
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
-    const auto p = static_cast<std::size_t>(size_);
-    std::vector<int> sc(p), sd(p), rc(p), rd(p);
-    for (std::size_t i = 0; i < p; ++i) {
-      sc[i] = detail::to_int(send_counts[i], "all_to_allv");
-      sd[i] = detail::to_int(send_displs[i], "all_to_allv");
-      rc[i] = detail::to_int(recv_counts[i], "all_to_allv");
-      rd[i] = detail::to_int(recv_displs[i], "all_to_allv");
+    const MPI_Datatype dt = detail::datatype<T>();
+    const MPI_Comm comm = c();
+    if (send_counts[rank_] != recv_counts[rank_])
+      throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " sends itself " + std::to_string(send_counts[rank_]) +
+                       " elements but expects " + std::to_string(recv_counts[rank_]));
+    auto pieces = [](std::size_t n) { return n == 0 ? std::size_t{1} : (n + detail::limit() - 1) / detail::limit(); };
+    std::vector<MPI_Request> reqs;
+    struct posted {
+      int peer;
+      std::size_t expect;
+    };
+    std::vector<posted> what;  // one per receive request, in order
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const std::size_t n = recv_counts[q];
+      for (std::size_t k = 0; k < pieces(n); ++k) {
+        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
+        reqs.emplace_back();
+        what.push_back({q, m});
+        const int rc = MPI_Irecv(recv + recv_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
+        if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Irecv");
+      }
     }
-    SHARDCAST_MPI_TRY(MPI_Alltoallv(send, sc.data(), sd.data(), detail::datatype<T>(), recv, rc.data(), rd.data(),
-                                    detail::datatype<T>(), c()));
+    const std::size_t nrecv = reqs.size();
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const std::size_t n = send_counts[q];
+      for (std::size_t k = 0; k < pieces(n); ++k) {
+        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
+        reqs.emplace_back();
+        const int rc = MPI_Isend(send + send_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
+        if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Isend");
+      }
+    }
+    const auto me = static_cast<std::size_t>(rank_);
+    if (send_counts[me] > 0 && recv + recv_displs[me] != send + send_displs[me])
+      std::memcpy(recv + recv_displs[me], send + send_displs[me], send_counts[me] * sizeof(T));
+    std::vector<MPI_Status> st(reqs.size());
+    const int rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data());
+    if (rc != MPI_SUCCESS) {
+      int err = rc;
+      if (rc == MPI_ERR_IN_STATUS)
+        for (const auto& x : st)
+          if (x.MPI_ERROR != MPI_SUCCESS && x.MPI_ERROR != MPI_ERR_PENDING) {
+            err = x.MPI_ERROR;
+            break;
+          }
+      detail::check(err, "all_to_allv (MPI_Waitall)");
+    }
+    for (std::size_t i = 0; i < nrecv; ++i) {
+      int got = 0;
+      MPI_Get_count(&st[i], dt, &got);
+      if (static_cast<std::size_t>(got) != what[i].expect)
+        throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " expected " + std::to_string(recv_counts[what[i].peer]) +
+                         " elements from rank " + std::to_string(what[i].peer) + ", which sent a different count");
+    }
   }
 
   template <element_type T>
   void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
-    SHARDCAST_MPI_TRY(MPI_Bcast(buf, detail::to_int(count, "broadcast"), detail::datatype<T>(), root, c()));
+    const MPI_Datatype dt = detail::datatype<T>();
+    std::size_t off = 0;
+    do {
+      const std::size_t n = std::min(count - off, detail::limit());
+      SHARDCAST_MPI_TRY(MPI_Bcast(buf + off, detail::to_int(n), dt, root, c()));
+      off += n;
+    } while (off < count);
   }
 
+  /// Blocking send, in messages of at most max_count elements.
   template <element_type T>
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
-    SHARDCAST_MPI_TRY(MPI_Send(buf, detail::to_int(count, "send"), detail::datatype<T>(), peer, tag, c()));
+    const MPI_Datatype dt = detail::datatype<T>();
+    std::size_t off = 0;
+    do {
+      const std::size_t n = std::min(count - off, detail::limit());
+      SHARDCAST_MPI_TRY(MPI_Send(buf + off, detail::to_int(n), dt, peer, tag, c()));
+      off += n;
+    } while (off < count);
   }
 
+  /// Blocking receive; throws comm_error when the sender sent a different count.
   template <element_type T>
   void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
-    SHARDCAST_MPI_TRY(MPI_Recv(buf, detail::to_int(count, "recv"), detail::datatype<T>(), peer, tag, c(), MPI_STATUS_IGNORE));
+    const MPI_Datatype dt = detail::datatype<T>();
+    std::size_t off = 0;
+    do {
+      const std::size_t n = std::min(count - off, detail::limit());
+      MPI_Status st;
+      SHARDCAST_MPI_TRY(MPI_Recv(buf + off, detail::to_int(n), dt, peer, tag, c(), &st));
+      int got = 0;
+      MPI_Get_count(&st, dt, &got);
+      if (static_cast<std::size_t>(got) != n)
+        throw comm_error("shardcast::mpi::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) +
+                         " elements from rank " + std::to_string(peer) + ", which sent fewer");
+      off += n;
+    } while (off < count);
   }
 
   void barrier() { SHARDCAST_MPI_TRY(MPI_Barrier(c())); }
@@ -187,6 +357,17 @@ class communicator {
     if (!comm_ || *comm_ == MPI_COMM_NULL) throw comm_error("shardcast::mpi: operation on a null communicator");
     return *comm_;
   }
+  /// Cancels and frees the requests already posted (the last one failed to post), then throws.
+  [[noreturn]] static void cancel_and_throw(std::vector<MPI_Request>& reqs, int rc, const char* what) {
+    reqs.pop_back();
+    for (auto& r : reqs)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Request_free(&r);
+      }
+    detail::check(rc, what);
+    throw comm_error(std::string("shardcast::mpi: ") + what + " failed");
+  }
   void query() {
     SHARDCAST_MPI_TRY(MPI_Comm_rank(c(), &rank_));
     SHARDCAST_MPI_TRY(MPI_Comm_size(c(), &size_));
@@ -198,5 +379,52 @@ class communicator {
 };
 
 static_assert(shardcast::communicator<communicator>);
+
+/// Runs `f(comm)` with `comm` wrapping MPI_COMM_WORLD, on every process of the job (the
+/// MPI counterpart of host::run). MPI must be initialised (MPI_Init or MPI_Init_thread)
+/// and is left initialised. MPI_COMM_WORLD's error handler is set to MPI_ERRORS_RETURN,
+/// so failing MPI calls become comm_error.
+///
+/// Failure model (MPI's): if `f` throws on any rank, that rank prints
+/// `shardcast::mpi::run: rank R failed: <what()>` to stderr and calls
+/// `MPI_Abort(MPI_COMM_WORLD, abort_code)`, which ends every process of the job,
+/// including peers blocked in a collective with it; mpirun then exits with a non-zero
+/// status. There is no per-rank recovery and run does not return on that path.
+/// @param f callable as f(shardcast::mpi::communicator&)
+/// @param abort_code the error code passed to MPI_Abort (non-zero)
+/// @throws comm_error if MPI is not initialised (before calling f; every rank alike)
+/// @code
+///   MPI_Init(&argc, &argv);
+///   shardcast::mpi::run([](shardcast::mpi::communicator& comm) {
+///     auto mesh = shardcast::make_mesh(comm, std::array<int, 2>{2, comm.size() / 2});
+///     // ... distribute / redistribute; an exception here ends the whole job
+///   });
+///   MPI_Finalize();
+/// @endcode
+template <class F>
+void run(F&& f, int abort_code = 1) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized)
+    throw comm_error("shardcast::mpi::run: MPI is not initialised (or already finalised); call MPI_Init before run and MPI_Finalize after it");
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string why;
+  try {
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    communicator comm(MPI_COMM_WORLD);
+    f(comm);
+    return;
+  } catch (const std::exception& e) {
+    why = e.what();
+  } catch (...) {
+    why = "an exception not derived from std::exception";
+  }
+  std::fprintf(stderr, "shardcast::mpi::run: rank %d failed: %s\n", rank, why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, abort_code != 0 ? abort_code : 1);
+  std::_Exit(abort_code != 0 ? abort_code : 1);  // MPI_Abort does not return; if it ever did, still end this process
+}
 
 }  // namespace shardcast::mpi
