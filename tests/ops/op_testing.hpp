@@ -24,7 +24,8 @@ using pd = sc::placement_desc;
 inline std::vector<pd> placements(int rank, std::initializer_list<sc::reduce_op> ops) {
   std::vector<pd> v{pd::make_replicate()};
   for (int d = 0; d < rank; ++d) v.push_back(pd::make_shard(d));
-  for (auto op : ops) v.push_back(pd::make_partial(op));
+  for (auto op : ops)
+    if (std::find(v.begin(), v.end(), pd::make_partial(op)) == v.end()) v.push_back(pd::make_partial(op));
   return v;
 }
 inline std::vector<sc::reduce_op> all_ops() {
@@ -150,7 +151,8 @@ std::string compare_global(const sc::dtensor<T, R, L, Mesh>& y, const std::vecto
     return "size " + std::to_string(got.size()) + " vs reference " + std::to_string(ref.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     const double a = static_cast<double>(got[i]), b = static_cast<double>(ref[i]);
-    const bool ok = tol == 0 ? got[i] == static_cast<T>(ref[i]) : (std::isnan(b) ? std::isnan(a) : std::abs(a - b) <= tol * std::max(1.0, std::abs(b)));
+    const bool ok = got[i] == static_cast<T>(ref[i]) || (std::isnan(b) && std::isnan(a)) ||
+                    (tol > 0 && std::isfinite(b) && std::abs(a - b) <= tol * std::max(1.0, std::abs(b)));
     if (!ok) return "element " + std::to_string(i) + " is " + std::to_string(a) + ", reference " + std::to_string(b);
   }
   return "";
