@@ -171,7 +171,10 @@ struct failures {
 template <int N>
 std::string shape_name(const std::array<int, N>& s) {
   std::string t;
-  for (int a = 0; a < N; ++a) t += (a ? "x" : "") + std::to_string(s[static_cast<std::size_t>(a)]);
+  for (int a = 0; a < N; ++a) {
+    if (a) t += "x";
+    t += std::to_string(s[static_cast<std::size_t>(a)]);
+  }
   return t;
 }
 

@@ -428,14 +428,20 @@ inline void expect_legal(const char* who, const layout_rule& r, const runtime_la
 template <class Mesh>
 std::string describe_mesh(const Mesh& m) {
   std::string s = "mesh ";
-  for (int a = 0; a < Mesh::naxes; ++a) s += (a ? "x" : "") + std::to_string(m.size(a));
+  for (int a = 0; a < Mesh::naxes; ++a) {
+    if (a) s += "x";
+    s += std::to_string(m.size(a));
+  }
   return s;
 }
 
 template <std::size_t R>
 std::string describe_extents(const std::array<std::int64_t, R>& e) {
   std::string s = "[";
-  for (std::size_t d = 0; d < R; ++d) s += (d ? ", " : "") + std::to_string(e[d]);
+  for (std::size_t d = 0; d < R; ++d) {
+    if (d) s += ", ";
+    s += std::to_string(e[d]);
+  }
   return s + "]";
 }
 

@@ -103,7 +103,10 @@ dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh
   if (!(a.mesh() == b.mesh())) {
     auto shape = [](const Mesh& m) {
       std::string t;
-      for (int i = 0; i < Mesh::naxes; ++i) t += (i ? "x" : "") + std::to_string(m.size(i));
+      for (int i = 0; i < Mesh::naxes; ++i) {
+        if (i) t += "x";
+        t += std::to_string(m.size(i));
+      }
       return t;
     };
     throw layout_error("shardcast::matmul: A and B live on different meshes (A on a mesh " + shape(a.mesh()) + ", B on another mesh " +
