@@ -487,10 +487,13 @@ struct map_layout {
   static_assert(layout_type<L>, "shardcast::map_layout: L must be a compile-time layout<P...>.");
   using type = typename detail::checked_layout<detail::map_rules(L::desc, is_linear_v<F>), L, void, F>::type;
 };
+/// Shorthand for map_layout<L, F>::type.
 template <class L, class F>
 using map_layout_t = typename map_layout<L, F>::type;
 
 /// The layout of zip(a, b, f) for layouts LA and LB: LA itself when legal.
+/// @tparam LA, LB the operands' layouts (layout<P...>, same number of axes)
+/// @tparam F the functor type (add_fn, sub_fn, mul_fn, a user functor)
 /// Example: zip_layout_t<layout<partial<sum>>, layout<partial<sum>>, fn::add_fn> is layout<partial<sum>>.
 template <class LA, class LB, class F>
 struct zip_layout {
@@ -498,6 +501,7 @@ struct zip_layout {
   static_assert(LA::naxes == LB::naxes, "shardcast::zip: the operands' layouts have different numbers of mesh axes; both must live on the same mesh.");
   using type = typename detail::checked_layout<detail::zip_rules(LA::desc, LB::desc, is_linear_v<F>), LA, LB, F>::type;
 };
+/// Shorthand for zip_layout<LA, LB, F>::type.
 template <class LA, class LB, class F>
 using zip_layout_t = typename zip_layout<LA, LB, F>::type;
 
@@ -508,12 +512,17 @@ template <class LX, int R>
 using bias_layout_t = typename detail::layout_from<detail::bias_layout_for(LX::desc, R)>::type;
 
 /// The layout of bias_add(x, bias) for x of layout LX and rank R, bias of layout LB: LX when legal.
+/// @tparam LX x's layout
+/// @tparam LB the bias's layout
+/// @tparam R x's rank
+/// Example: bias_add_layout_t<layout<shard<1>, shard<1>>, layout<shard<0>, shard<0>>, 2> is layout<shard<1>, shard<1>>.
 template <class LX, class LB, int R>
 struct bias_add_layout {
   static_assert(layout_type<LX> && layout_type<LB>, "shardcast::bias_add_layout: LX and LB must be compile-time layouts layout<P...>.");
   static_assert(LX::naxes == LB::naxes, "shardcast::bias_add: x's and the bias's layouts have different numbers of mesh axes; both must live on the same mesh.");
   using type = typename detail::checked_layout<detail::bias_rules(LX::desc, LB::desc, R), LX, LB, void>::type;
 };
+/// Shorthand for bias_add_layout<LX, LB, R>::type.
 template <class LX, class LB, int R>
 using bias_add_layout_t = typename bias_add_layout<LX, LB, R>::type;
 
@@ -614,6 +623,8 @@ auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}
 /// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
 /// (each partial term is scaled); partial<max|min|prod> is refused at compile time.
 /// @param factor converted to T at each element
+/// @param s stream for device meshes
+/// @throws layout_error for a dynamic_layout x with a partial<max|min|prod> axis
 /// @code
 ///   auto q = sc::scale(p /* layout<partial<sum>> */, 0.5);  // layout<partial<sum>>
 /// @endcode
@@ -641,6 +652,8 @@ auto zip(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b
 }
 
 /// a + b elementwise: equal layouts; partial<sum> + partial<sum> (and avg) stays partial.
+/// @param a, b operands of equal element type, rank, extents and layout (unchanged)
+/// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto c = sc::add(p, q);  // p, q: layout<shard<0>, partial<sum>>  ->  layout<shard<0>, partial<sum>>
@@ -653,6 +666,7 @@ auto add(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b,
 }
 
 /// a - b elementwise; same rules as add.
+/// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {

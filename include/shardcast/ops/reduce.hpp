@@ -263,6 +263,7 @@ struct reduce_layout {
       rule.err == detail::op_rule::ok, detail::layout_from<rule.out>,
       detail::fail_with<detail::reduce_error<rule.err, rule.axis, L, Op>, typename detail::layout_from<detail::all_replicate<L::naxes>()>::type>>::type;
 };
+/// Shorthand for reduce_layout<L, R, D, Op, KeepDim>::type.
 template <class L, int R, int D, class Op, bool KeepDim = false>
 using reduce_layout_t = typename reduce_layout<L, R, D, Op, KeepDim>::type;
 

@@ -192,6 +192,7 @@ struct transpose_layout {
                                            detail::layout_from<detail::transpose_rules(L::desc, detail::make_perm<R, Perm...>())>,
                                            std::type_identity<L>>::type;
 };
+/// Shorthand for transpose_layout<L, R, Perm...>::type.
 template <class L, int R, int... Perm>
 using transpose_layout_t = typename transpose_layout<L, R, Perm...>::type;
 
