@@ -104,6 +104,18 @@ dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh
   if constexpr (std::is_same_v<Gemm, host_gemm>)
     static_assert(std::is_same_v<typename Mesh::memory_space, host_memory>,
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
+  if (!(a.mesh() == b.mesh())) {
+    auto shape = [](const Mesh& m) {
+      std::string t;
+      for (int i = 0; i < Mesh::naxes; ++i) {
+        if (i) t += "x";
+        t += std::to_string(m.size(i));
+      }
+      return t;
+    };
+    throw layout_error("shardcast::matmul: A and B live on different meshes (A on a mesh " + shape(a.mesh()) + ", B on another mesh " +
+                       shape(b.mesh()) + "); meshes compare equal only when one is a copy of the other, so create both on the same mesh");
+  }
   const auto ea = a.global_extents(), eb = b.global_extents();
   SHARDCAST_EXPECTS(ea[1] == eb[0], "shardcast::matmul: A is " + std::to_string(ea[0]) + "x" + std::to_string(ea[1]) + " but B is " +
                                         std::to_string(eb[0]) + "x" + std::to_string(eb[1]) + "; A's columns must equal B's rows");

@@ -1,0 +1,744 @@
+#pragma once
+/// @file ops/elementwise.hpp
+/// Elementwise operators on dtensors: `map(x, f)`, `zip(a, b, f)`, `add`, `sub`, `mul`,
+/// `scale(x, s)` and `bias_add(x, bias)`. None of them communicates: every rank applies
+/// the functor to its local piece. The output layout is computed per mesh axis at compile
+/// time (for `dynamic_layout` tensors at run time, with the same rules):
+///
+/// | op                  | x / a on the axis          | b on the axis   | output           |
+/// |---------------------|----------------------------|-----------------|------------------|
+/// | map(x, f)           | replicate, shard<d>        |                 | same as x        |
+/// | map(x, f)           | partial<sum\|avg>          |                 | same, f linear   |
+/// | zip(a, b, f)        | replicate, shard<d>        | equal to a      | same as a        |
+/// | zip(a, b, f)        | partial<sum\|avg>          | equal to a      | same, f linear   |
+/// | mul(x, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> | replicate | same as x |
+/// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
+/// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
+///
+/// A functor is *linear* when `is_linear_v<F>` holds: `fn::identity`, `fn::scale(s)`,
+/// `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear functors
+/// commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
+/// `mul`, `gelu`, `relu`, `silu` are not. Every other case is a compile error naming the
+/// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
+/// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
+/// partial<max|min|prod> is never combined term by term: redistribute it first.
+///
+/// @code
+///   // 2x2 mesh, x: layout<shard<0>, shard<1>> [m, n], bias: layout<replicate, shard<0>> [n]
+///   auto y = sc::bias_add(x, bias);          // layout<shard<0>, shard<1>>
+///   auto z = sc::map(y, sc::fn::gelu);       // same layout, no communication
+///   auto p = sc::matmul(h, w);               // layout<..., partial<sum>>
+///   auto q = sc::scale(p, 0.5f);             // still partial<sum>: scaling is linear
+/// @endcode
+///
+/// Local work goes through `detail::elementwise_exec<memory_space>` (host loops here, CUDA
+/// kernels in cuda/elementwise.cuh), so the same calls work on device meshes, with the
+/// stream as the last argument.
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "../comm/communicator.hpp"
+#include "../config.hpp"
+#include "../detail/elementwise_exec.hpp"
+#include "../detail/host_ops.hpp"
+#include "../distribute.hpp"
+#include "../dtensor.hpp"
+#include "../error.hpp"
+#include "../layout.hpp"
+#include "../placement.hpp"
+#include "../plan.hpp"
+#include "functors.hpp"
+
+namespace shardcast {
+
+namespace detail {
+
+/// Host loops of the elementwise customization point (see detail/elementwise_exec.hpp).
+/// `out` may alias `in` / `a`: every element is read before it is written.
+template <>
+struct elementwise_exec<host_memory> {
+  /// out[i] = f(in[i])
+  template <class T, class U, class F>
+  static void map(const T* in, U* out, std::size_t n, F f, host_stream = {}) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<U>(f(in[i]));
+  }
+  /// out[i] = f(a[i], b[i])
+  template <class T, class U, class V, class F>
+  static void zip(const T* a, const U* b, V* out, std::size_t n, F f, host_stream = {}) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<V>(f(a[i], b[i]));
+  }
+  /// out[r*cols + c] = f(a[r*cols + c], row[c])
+  template <class T, class U, class V, class F>
+  static void zip_rows(const T* a, const U* row, V* out, std::size_t rows, std::size_t cols, F f, host_stream = {}) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* ar = a + r * cols;
+      V* orow = out + r * cols;
+      for (std::size_t c = 0; c < cols; ++c) orow[c] = static_cast<V>(f(ar[c], row[c]));
+    }
+  }
+};
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// Linearity trait
+// ---------------------------------------------------------------------------------------
+
+namespace fn {
+/// Marks a functor as linear for the layout rules: `f(a + b) = f(a) + f(b)` and
+/// `f(c a) = c f(a)` (for binary functors, jointly in both arguments). Calls `f` unchanged.
+/// @tparam F the wrapped functor
+template <class F>
+struct linear_fn {
+  F f;
+  template <class... A>
+  SHARDCAST_HOST_DEVICE constexpr auto operator()(const A&... a) const -> decltype(f(a...)) {
+    return f(a...);
+  }
+};
+/// Wraps `f` so that `map`/`zip` accept it on partial<sum|avg> axes. The library cannot
+/// check the claim: an affine map (`2 * x + 1`) marked linear gives wrong results there.
+/// @code
+///   auto y = sc::map(p /* layout<partial<sum>> */, sc::fn::linear([](float v) { return 3 * v; }));
+/// @endcode
+template <class F>
+SHARDCAST_HOST_DEVICE constexpr linear_fn<F> linear(F f) {
+  return linear_fn<F>{f};
+}
+}  // namespace fn
+
+/// Whether functor `F` is linear (see fn::linear). Specialise it for your own functor
+/// types: `template <> struct shardcast::is_linear<my_fn> : std::true_type {};`
+/// @tparam F functor type (cv/ref-qualifiers are ignored by is_linear_v)
+template <class F>
+struct is_linear : std::false_type {};
+template <>
+struct is_linear<fn::identity_fn> : std::true_type {};
+template <class S>
+struct is_linear<fn::scale_fn<S>> : std::true_type {};
+template <>
+struct is_linear<fn::add_fn> : std::true_type {};
+template <>
+struct is_linear<fn::sub_fn> : std::true_type {};
+template <class F>
+struct is_linear<fn::linear_fn<F>> : std::true_type {};
+/// is_linear<F>::value for the unqualified F.
+template <class F>
+inline constexpr bool is_linear_v = is_linear<std::remove_cvref_t<F>>::value;
+
+// ---------------------------------------------------------------------------------------
+// Rules, as constexpr functions over placement values: one source for the compile-time
+// layouts and the run-time checks of dynamic_layout tensors.
+// ---------------------------------------------------------------------------------------
+
+namespace detail {
+
+/// Why an operator's layouts are illegal on a mesh axis (ok when they are legal).
+enum class op_rule : std::uint8_t {
+  ok,
+  layouts_differ,           ///< zip family: the operands' placements differ
+  nonlinear_on_partial,     ///< map/zip: partial<sum|avg> with a functor not known to be linear
+  partial_not_termwise,     ///< map/zip/scale: partial<max|min|prod> cannot be processed term by term
+  bias_on_partial,          ///< bias_add: x is partial, the bias would be added once per term
+  bias_placement,           ///< bias_add: the bias placement is not the one x's placement needs
+  scalar_not_replicated,    ///< mul(x, s): the rank-0 factor is not replicated
+  reduce_partial_op,        ///< reduce<D, Op>: x is partial with another op
+  reduce_mixed_partials,    ///< reduce<D, avg>: the result would mix partial<sum> and partial<avg>
+};
+
+/// One axis' verdict: the output placement, or why there is none.
+struct axis_rule {
+  op_rule err = op_rule::ok;
+  placement_desc out{};
+};
+
+/// A whole layout's verdict: the output layout, or the first illegal axis and why.
+struct layout_rule {
+  op_rule err = op_rule::ok;
+  int axis = 0;
+  runtime_layout out{};
+};
+
+constexpr bool additive_partial(const placement_desc& p) {
+  return p.is_partial() && (p.op == reduce_op::sum || p.op == reduce_op::avg);
+}
+
+/// map(x, f) on one axis with placement p.
+constexpr axis_rule map_axis_rule(const placement_desc& p, bool linear) {
+  if (!p.is_partial()) return {op_rule::ok, p};
+  if (!additive_partial(p)) return {op_rule::partial_not_termwise, p};
+  return linear ? axis_rule{op_rule::ok, p} : axis_rule{op_rule::nonlinear_on_partial, p};
+}
+
+/// zip(a, b, f) on one axis.
+constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc& b, bool linear) {
+  if (!(a == b)) return {op_rule::layouts_differ, a};
+  return map_axis_rule(a, linear);
+}
+
+/// mul(x, s) with a rank-0 s on one axis.
+constexpr axis_rule scalar_mul_axis_rule(const placement_desc& x, const placement_desc& s) {
+  if (!s.is_replicate()) return {op_rule::scalar_not_replicated, x};
+  return map_axis_rule(x, true);
+}
+
+/// The bias placement that goes with x placement `x` (x of rank `rank`): shard<0> where x
+/// shards its last dim, replicate otherwise.
+constexpr placement_desc bias_placement_for(const placement_desc& x, int rank) {
+  return x.is_shard(rank - 1) ? placement_desc::make_shard(0) : placement_desc::make_replicate();
+}
+
+/// bias_add(x, bias) on one axis, x of rank `rank`.
+constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank) {
+  if (x.is_partial()) return {op_rule::bias_on_partial, x};
+  if (!(b == bias_placement_for(x, rank))) return {op_rule::bias_placement, x};
+  return {op_rule::ok, x};
+}
+
+template <class Rule>
+constexpr layout_rule fold_axes(int naxes, Rule rule) {
+  layout_rule r;
+  r.out.naxes = naxes;
+  for (int a = 0; a < naxes; ++a) {
+    const axis_rule ar = rule(a);
+    if (ar.err != op_rule::ok) {
+      r.err = ar.err;
+      r.axis = a;
+      return r;
+    }
+    r.out[a] = ar.out;
+  }
+  return r;
+}
+
+constexpr layout_rule map_rules(const runtime_layout& x, bool linear) {
+  return fold_axes(x.naxes, [&](int a) { return map_axis_rule(x[a], linear); });
+}
+constexpr layout_rule zip_rules(const runtime_layout& a, const runtime_layout& b, bool linear) {
+  return fold_axes(a.naxes, [&](int i) { return zip_axis_rule(a[i], b[i], linear); });
+}
+constexpr layout_rule scalar_mul_rules(const runtime_layout& x, const runtime_layout& s) {
+  return fold_axes(x.naxes, [&](int a) { return scalar_mul_axis_rule(x[a], s[a]); });
+}
+constexpr layout_rule bias_rules(const runtime_layout& x, const runtime_layout& b, int rank) {
+  return fold_axes(x.naxes, [&](int a) { return bias_axis_rule(x[a], b[a], rank); });
+}
+constexpr runtime_layout bias_layout_for(const runtime_layout& x, int rank) {
+  runtime_layout b;
+  b.naxes = x.naxes;
+  for (int a = 0; a < x.naxes; ++a) b[a] = bias_placement_for(x[a], rank);
+  return b;
+}
+
+// Placement values back to types, for the compile-time layouts.
+template <reduce_op O>
+struct op_tag;
+template <> struct op_tag<reduce_op::sum> { using type = sum; };
+template <> struct op_tag<reduce_op::avg> { using type = avg; };
+template <> struct op_tag<reduce_op::max> { using type = max; };
+template <> struct op_tag<reduce_op::min> { using type = min; };
+template <> struct op_tag<reduce_op::prod> { using type = prod; };
+
+template <placement_kind K, int Dim, reduce_op O>
+struct placement_from_impl;
+template <int Dim, reduce_op O>
+struct placement_from_impl<placement_kind::replicate, Dim, O> { using type = replicate; };
+template <int Dim, reduce_op O>
+struct placement_from_impl<placement_kind::shard, Dim, O> { using type = shard<Dim>; };
+template <int Dim, reduce_op O>
+struct placement_from_impl<placement_kind::partial, Dim, O> { using type = partial<typename op_tag<O>::type>; };
+
+// (Kept free of alias templates over class-type template parameters: GCC 12 crashes on them.)
+template <runtime_layout L, class Seq>
+struct layout_from_impl;
+template <runtime_layout L, int... I>
+struct layout_from_impl<L, std::integer_sequence<int, I...>> {
+  using type = layout<typename placement_from_impl<L.p[I].kind, L.p[I].dim, L.p[I].op>::type...>;
+};
+/// The layout type of a layout value: layout_from<L::desc>::type is L.
+template <runtime_layout L>
+struct layout_from : layout_from_impl<L, std::make_integer_sequence<int, L.naxes>> {};
+
+template <class L>
+inline constexpr bool is_dynamic_v = std::same_as<L, dynamic_layout>;
+
+// ---------------------------------------------------------------------------------------
+// Compile-time errors. Each is instantiated for an illegal case; its name carries the mesh
+// axis and placements, the message says what to do.
+// ---------------------------------------------------------------------------------------
+
+template <int Axis, class PA, class PB>
+struct zip_layouts_differ_on_mesh_axis {
+  static_assert(!std::is_same_v<PA, PA>,
+                "shardcast::zip/add/sub/mul: the operands' placements differ on the mesh axis named in "
+                "zip_layouts_differ_on_mesh_axis<Axis, PA, PB>; elementwise operators need equal layouts. Redistribute one "
+                "operand to the other's layout first, e.g. b2 = redistribute<typename decltype(a)::layout_type>(b).");
+};
+
+template <int Axis, class P, class F>
+struct map_on_partial_mesh_axis_needs_linear_functor {
+  static_assert(!std::is_same_v<P, P>,
+                "shardcast::map: x is partial<sum|avg> on the mesh axis named in map_on_partial_mesh_axis_needs_linear_functor<Axis, P, F>, "
+                "but the functor F is not linear, and f(x1 + x2) != f(x1) + f(x2) for gelu, relu, silu and other nonlinear maps. "
+                "Redistribute x to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x), "
+                "or to shard<d> (reduce_scatter); if f really is linear, pass fn::linear(f).");
+};
+
+template <int Axis, class PA, class PB, class F>
+struct zip_on_partial_mesh_axis_needs_linear_functor {
+  static_assert(!std::is_same_v<PA, PA>,
+                "shardcast::zip/mul: both operands are partial<sum|avg> on the mesh axis named in "
+                "zip_on_partial_mesh_axis_needs_linear_functor<Axis, PA, PB, F>, but the functor F is not linear "
+                "(for mul, (a1 + a2) * (b1 + b2) != a1 * b1 + a2 * b2). Redistribute both operands to replicate (all_reduce) or to "
+                "the same shard<d> (reduce_scatter) on that axis first; to multiply a partial tensor by a scalar use scale(x, s) "
+                "or mul(x, s) with a replicated rank-0 s; if f is linear in (a, b) jointly, pass fn::linear(f).");
+};
+
+template <int Axis, class P, class F>
+struct partial_not_termwise_on_mesh_axis {
+  static_assert(!std::is_same_v<P, P>,
+                "shardcast::map/zip/add/sub/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
+                "partial_not_termwise_on_mesh_axis<Axis, P, F>; such partial terms cannot be transformed or combined one by one "
+                "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)). "
+                "Redistribute to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x).");
+};
+
+template <int Axis, class PX>
+struct bias_add_on_partial_mesh_axis {
+  static_assert(!std::is_same_v<PX, PX>,
+                "shardcast::bias_add: x is partial on the mesh axis named in bias_add_on_partial_mesh_axis<Axis, PX>, so the bias "
+                "would be added once per partial term. Redistribute x to replicate (all_reduce) or to shard<d> (reduce_scatter) "
+                "on that axis first, then add the bias.");
+};
+
+template <int Axis, class PX, class PBias>
+struct bias_add_bias_placement_on_mesh_axis {
+  static_assert(!std::is_same_v<PX, PX>,
+                "shardcast::bias_add: the bias placement does not fit x's on the mesh axis named in "
+                "bias_add_bias_placement_on_mesh_axis<Axis, PX, PBias>: where x is shard<R-1> (its last dim, along which the "
+                "bias runs) the bias must be shard<0>; where x is replicate or shard<d> for another d the bias must be "
+                "replicate. Redistribute the bias first: b2 = redistribute<bias_layout_t<typename decltype(x)::layout_type, R>>(bias).");
+};
+
+template <int Axis, class PX, class PS>
+struct mul_scalar_not_replicated_on_mesh_axis {
+  static_assert(!std::is_same_v<PX, PX>,
+                "shardcast::mul(x, s): the rank-0 factor s is not replicate on the mesh axis named in "
+                "mul_scalar_not_replicated_on_mesh_axis<Axis, PX, PS>; redistribute it to replicate on every axis first, "
+                "e.g. s2 = redistribute<layout<replicate, replicate>>(s).");
+};
+
+/// Picks the error struct for verdict E (only instantiated when E != ok).
+template <op_rule E, int Axis, class PA, class PB, class F>
+struct elementwise_error {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::layouts_differ, Axis, PA, PB, F> : zip_layouts_differ_on_mesh_axis<Axis, PA, PB> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::nonlinear_on_partial, Axis, PA, PB, F>
+    : std::conditional_t<std::is_void_v<PB>, map_on_partial_mesh_axis_needs_linear_functor<Axis, PA, F>,
+                         zip_on_partial_mesh_axis_needs_linear_functor<Axis, PA, PB, F>> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::partial_not_termwise, Axis, PA, PB, F> : partial_not_termwise_on_mesh_axis<Axis, PA, F> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::bias_on_partial, Axis, PA, PB, F> : bias_add_on_partial_mesh_axis<Axis, PA> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::bias_placement, Axis, PA, PB, F> : bias_add_bias_placement_on_mesh_axis<Axis, PA, PB> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::scalar_not_replicated, Axis, PA, PB, F> : mul_scalar_not_replicated_on_mesh_axis<Axis, PA, PB> {};
+
+/// `type` is layout_from<R.out>::type when the verdict is ok, else the error struct's (after its static_assert).
+template <class L, int Axis>
+struct placement_on_axis {
+  using type = typename placement_from_impl<L::desc.p[Axis].kind, L::desc.p[Axis].dim, L::desc.p[Axis].op>::type;
+};
+template <int Axis>
+struct placement_on_axis<void, Axis> {
+  using type = void;
+};
+
+/// Instantiates the error struct E (its static_assert fires) and falls back to layout L, so
+/// the compiler reports the one error instead of a cascade.
+template <class E, class L>
+struct fail_with : E {
+  using type = L;
+};
+
+template <layout_rule R, class LA, class LB, class F>
+struct checked_layout {
+  static constexpr int axis = R.err == op_rule::ok ? 0 : R.axis;
+  using type = typename std::conditional_t<R.err == op_rule::ok, layout_from<R.out>,
+                                           fail_with<elementwise_error<R.err, axis, typename placement_on_axis<LA, axis>::type,
+                                                                       typename placement_on_axis<LB, axis>::type, F>,
+                                                     LA>>::type;
+};
+
+// ---------------------------------------------------------------------------------------
+// Run-time checks (dynamic layouts) and shared helpers
+// ---------------------------------------------------------------------------------------
+
+inline std::string rule_message(const char* who, const layout_rule& r, const runtime_layout& a, const runtime_layout& b) {
+  const std::string ax = "mesh axis " + std::to_string(r.axis);
+  const std::string pa = to_string(a[r.axis]), pb = to_string(b[r.axis]);
+  const std::string head = std::string(who) + (b.naxes ? ": layouts \"" + to_string(a) + "\" and \"" + to_string(b) + "\": "
+                                                        : ": layout \"" + to_string(a) + "\": ");
+  switch (r.err) {
+    case op_rule::ok: return "";
+    case op_rule::layouts_differ:
+      return head + "the operands' placements differ on " + ax + " (" + pa + " vs " + pb +
+             "); elementwise operators need equal layouts, so redistribute one operand to the other's layout first";
+    case op_rule::nonlinear_on_partial:
+      return head + "the tensor is " + pa + " on " + ax +
+             " but the functor is not linear (f(x1 + x2) != f(x1) + f(x2)); redistribute to replicate (all_reduce) or shard "
+             "(reduce_scatter) on that axis first, or pass fn::linear(f) if f is linear";
+    case op_rule::partial_not_termwise:
+      return head + "the tensor is " + pa + " on " + ax +
+             "; partial<max|min|prod> terms cannot be transformed or combined one by one, so redistribute to replicate "
+             "(all_reduce) on that axis first";
+    case op_rule::bias_on_partial:
+      return head + "x is " + pa + " on " + ax +
+             ", so the bias would be added once per partial term; redistribute x to replicate (all_reduce) or shard "
+             "(reduce_scatter) on that axis first";
+    case op_rule::bias_placement:
+      return head + "on " + ax + " x is " + pa + " and the bias is " + pb +
+             "; the bias must be S(0) where x shards its last dim and R elsewhere, so redistribute the bias first";
+    case op_rule::scalar_not_replicated:
+      return head + "the rank-0 factor is " + pb + " on " + ax + "; redistribute it to replicate on every axis first";
+    case op_rule::reduce_partial_op:
+      return head + "x is " + pa + " on " + ax +
+             ", a partial with another reduce op than the reduction's; redistribute x to replicate (all_reduce) on that axis "
+             "first, or reduce with the partial's op";
+    case op_rule::reduce_mixed_partials:
+      return head + "the result would mix partial<sum> (from the sharded reduced dim) with x's partial<avg>; redistribute x's "
+             "partial<avg> axes to replicate (all_reduce) first";
+  }
+  return head + "illegal layouts";
+}
+
+/// Throws layout_error describing `r` unless it is ok.
+inline void expect_legal(const char* who, const layout_rule& r, const runtime_layout& a, const runtime_layout& b) {
+  if (r.err != op_rule::ok) throw layout_error(rule_message(who, r, a, b));
+}
+
+template <class Mesh>
+std::string describe_mesh(const Mesh& m) {
+  std::string s = "mesh ";
+  for (int a = 0; a < Mesh::naxes; ++a) {
+    if (a) s += "x";
+    s += std::to_string(m.size(a));
+  }
+  return s;
+}
+
+template <std::size_t R>
+std::string describe_extents(const std::array<std::int64_t, R>& e) {
+  std::string s = "[";
+  for (std::size_t d = 0; d < R; ++d) {
+    if (d) s += ", ";
+    s += std::to_string(e[d]);
+  }
+  return s + "]";
+}
+
+/// Throws layout_error unless the two operands live on the same mesh object.
+template <class Mesh>
+void expect_same_mesh(const char* who, const Mesh& a, const Mesh& b, const char* na = "a", const char* nb = "b") {
+  if (!(a == b))
+    throw layout_error(std::string(who) + ": the operands live on different meshes (" + na + " on a " + describe_mesh(a) + ", " + nb +
+                       " on another " + describe_mesh(b) +
+                       "); meshes compare equal only when one is a copy of the other, so create both operands on the same mesh");
+}
+
+/// An owning output dtensor of layout L (or, for dynamic_layout, of the value `l`).
+template <class U, int R, class L, class Mesh>
+dtensor<U, R, L, Mesh> make_output(const Mesh& m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
+                                   const runtime_layout& l, typename Mesh::stream_type s) {
+  if constexpr (is_dynamic_v<L>) {
+    const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
+    auto owner = memory_ops<typename Mesh::memory_space>::template allocate<U>(static_cast<std::size_t>(b.volume()), s);
+    return dtensor<U, R, dynamic_layout, Mesh>(m, ext, owner, owner.get(), l);
+  } else {
+    (void)l;
+    return empty<L, U>(m, ext, s);
+  }
+}
+
+template <class T, class F>
+using map_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&>>;
+template <class T, class U, class F>
+using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&, const U&>>;
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------
+// Output layouts (compile time)
+// ---------------------------------------------------------------------------------------
+
+/// The layout of map(x, f) for x of layout L (an error names the axis when illegal).
+/// @tparam L x's layout, a layout<...>
+/// @tparam F the functor type
+template <class L, class F>
+struct map_layout {
+  static_assert(layout_type<L>, "shardcast::map_layout: L must be a compile-time layout<P...>.");
+  using type = typename detail::checked_layout<detail::map_rules(L::desc, is_linear_v<F>), L, void, F>::type;
+};
+/// Shorthand for map_layout<L, F>::type.
+template <class L, class F>
+using map_layout_t = typename map_layout<L, F>::type;
+
+/// The layout of zip(a, b, f) for layouts LA and LB: LA itself when legal.
+/// @tparam LA, LB the operands' layouts (layout<P...>, same number of axes)
+/// @tparam F the functor type (add_fn, sub_fn, mul_fn, a user functor)
+/// Example: zip_layout_t<layout<partial<sum>>, layout<partial<sum>>, fn::add_fn> is layout<partial<sum>>.
+template <class LA, class LB, class F>
+struct zip_layout {
+  static_assert(layout_type<LA> && layout_type<LB>, "shardcast::zip_layout: LA and LB must be compile-time layouts layout<P...>.");
+  static_assert(LA::naxes == LB::naxes, "shardcast::zip: the operands' layouts have different numbers of mesh axes; both must live on the same mesh.");
+  using type = typename detail::checked_layout<detail::zip_rules(LA::desc, LB::desc, is_linear_v<F>), LA, LB, F>::type;
+};
+/// Shorthand for zip_layout<LA, LB, F>::type.
+template <class LA, class LB, class F>
+using zip_layout_t = typename zip_layout<LA, LB, F>::type;
+
+/// The bias layout that bias_add accepts for x of layout LX and rank R: shard<0> on the axes
+/// where x is shard<R-1>, replicate elsewhere.
+/// Example: bias_layout_t<layout<shard<0>, shard<1>>, 2> is layout<replicate, shard<0>>.
+template <class LX, int R>
+using bias_layout_t = typename detail::layout_from<detail::bias_layout_for(LX::desc, R)>::type;
+
+/// The layout of bias_add(x, bias) for x of layout LX and rank R, bias of layout LB: LX when legal.
+/// @tparam LX x's layout
+/// @tparam LB the bias's layout
+/// @tparam R x's rank
+/// Example: bias_add_layout_t<layout<shard<1>, shard<1>>, layout<shard<0>, shard<0>>, 2> is layout<shard<1>, shard<1>>.
+template <class LX, class LB, int R>
+struct bias_add_layout {
+  static_assert(layout_type<LX> && layout_type<LB>, "shardcast::bias_add_layout: LX and LB must be compile-time layouts layout<P...>.");
+  static_assert(LX::naxes == LB::naxes, "shardcast::bias_add: x's and the bias's layouts have different numbers of mesh axes; both must live on the same mesh.");
+  using type = typename detail::checked_layout<detail::bias_rules(LX::desc, LB::desc, R), LX, LB, void>::type;
+};
+/// Shorthand for bias_add_layout<LX, LB, R>::type.
+template <class LX, class LB, int R>
+using bias_add_layout_t = typename bias_add_layout<LX, LB, R>::type;
+
+// ---------------------------------------------------------------------------------------
+// Operators
+// ---------------------------------------------------------------------------------------
+
+namespace detail {
+
+template <class T, int R, class L, class Mesh, class F>
+auto map_impl(const char* who, const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s) {
+  using U = map_result_t<T, F>;
+  using LY = typename std::conditional_t<is_dynamic_v<L>, std::type_identity<dynamic_layout>, map_layout<L, F>>::type;
+  runtime_layout ly = x.layout();
+  if constexpr (is_dynamic_v<L>) {
+    const layout_rule r = map_rules(ly, is_linear_v<F>);
+    expect_legal(who, r, ly, runtime_layout{});
+    ly = r.out;
+  }
+  auto y = make_output<U, R, LY>(x.mesh(), x.global_extents(), ly, s);
+  if (x.local_size() > 0) elementwise_exec<typename Mesh::memory_space>::map(x.data(), y.data(), x.local_size(), f, s);
+  return y;
+}
+
+template <class TA, int R, class LA, class Mesh, class TB, class LB, class F>
+auto zip_impl(const char* who, const dtensor<TA, R, LA, Mesh>& a, const dtensor<TB, R, LB, Mesh>& b, F f, typename Mesh::stream_type s) {
+  using V = zip_result_t<TA, TB, F>;
+  constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F>>::type;
+  expect_same_mesh(who, a.mesh(), b.mesh());
+  if (a.global_extents() != b.global_extents())
+    throw layout_error(std::string(who) + ": a has global extents " + describe_extents(a.global_extents()) + " but b has " +
+                       describe_extents(b.global_extents()) + "; elementwise operands need equal global extents");
+  runtime_layout ly = a.layout();
+  if constexpr (dyn) {
+    const layout_rule r = zip_rules(a.layout(), b.layout(), is_linear_v<F>);
+    expect_legal(who, r, a.layout(), b.layout());
+    ly = r.out;
+  }
+  auto y = make_output<V, R, LY>(a.mesh(), a.global_extents(), ly, s);
+  SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
+  if (a.local_size() > 0) elementwise_exec<typename Mesh::memory_space>::zip(a.data(), b.data(), y.data(), a.local_size(), f, s);
+  return y;
+}
+
+template <int RA, class Mesh, int RB, class MeshB>
+constexpr void check_binary_types() {
+  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::zip/add/sub/mul: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(RA == RB, "shardcast::zip/add/sub/mul: the operands have different tensor ranks; elementwise operands need equal global extents "
+                          "(for a rank-0 factor use mul(x, s) or scale(x, s), for a row vector bias_add(x, bias)).");
+}
+
+/// The layout of mul(x, s) for a rank-0 s (x's layout when legal).
+template <class LX, class LS>
+struct scalar_mul_layout {
+  static_assert(LX::naxes == LS::naxes, "shardcast::mul(x, s): x's and s's layouts have different numbers of mesh axes; both must live on the same mesh.");
+  using type = typename checked_layout<scalar_mul_rules(LX::desc, LS::desc), LX, LS, fn::mul_fn>::type;
+};
+
+template <class TX, int R, class LX, class Mesh, class TS, class LS>
+auto scalar_mul_impl(const dtensor<TX, R, LX, Mesh>& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::stream_type s) {
+  constexpr const char* who = "shardcast::mul";
+  constexpr bool dyn = is_dynamic_v<LX> || is_dynamic_v<LS>;
+  expect_same_mesh(who, x.mesh(), sc.mesh(), "x", "s");
+  runtime_layout ly = x.layout();
+  if constexpr (dyn) {
+    const layout_rule r = scalar_mul_rules(x.layout(), sc.layout());
+    expect_legal(who, r, x.layout(), sc.layout());
+    ly = r.out;
+  }
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, scalar_mul_layout<LX, LS>>::type;
+  auto y = make_output<TX, R, LY>(x.mesh(), x.global_extents(), ly, s);
+  // The factor is the one element of s's local piece, broadcast as a row of length 1.
+  if (x.local_size() > 0)
+    elementwise_exec<typename Mesh::memory_space>::zip_rows(x.data(), sc.data(), y.data(), x.local_size(), std::size_t{1}, fn::mul, s);
+  return y;
+}
+
+}  // namespace detail
+
+/// y = f(x) elementwise, on the local pieces (no communication). The element type of y is
+/// what f returns for T.
+/// @tparam F functor callable as f(T); on device meshes it must be callable in device code
+/// @param x input (unchanged)
+/// @param f the functor; on a partial<sum|avg> axis it must be linear (is_linear_v<F>, e.g.
+///        fn::scale(2.0f) or fn::linear(g)); on partial<max|min|prod> no map is allowed
+/// @param s stream for device meshes (host meshes ignore it)
+/// @throws layout_error for a dynamic_layout x whose layout makes f illegal (compile error otherwise)
+/// @code
+///   // x: layout<shard<0>, replicate> on a 2x2 mesh
+///   auto y = sc::map(x, sc::fn::gelu);      // layout<shard<0>, replicate>
+/// @endcode
+template <class T, int R, class L, class Mesh, class F>
+auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}) {
+  return detail::map_impl("shardcast::map", x, f, s);
+}
+
+/// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
+/// (each partial term is scaled); partial<max|min|prod> is refused at compile time.
+/// @param factor converted to T at each element
+/// @param s stream for device meshes
+/// @throws layout_error for a dynamic_layout x with a partial<max|min|prod> axis
+/// @code
+///   auto q = sc::scale(p /* layout<partial<sum>> */, 0.5);  // layout<partial<sum>>
+/// @endcode
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type s = {}) {
+  return detail::map_impl("shardcast::scale", x, fn::scale(factor), s);
+}
+
+/// y = f(a, b) elementwise. a and b need the same mesh, rank, global extents and layout
+/// (on a partial<sum|avg> axis f must be linear); y has that layout.
+/// @param a, b inputs (unchanged)
+/// @param f functor callable as f(TA, TB)
+/// @param s stream for device meshes
+/// @throws layout_error if a and b live on different meshes or have different global
+///         extents, or (dynamic layouts) if the layouts are not legal for f
+/// @code
+///   // a, b: layout<replicate, shard<1>>
+///   auto c = sc::zip(a, b, [](float u, float v) { return u > v ? u : v; });  // layout<replicate, shard<1>>
+/// @endcode
+template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
+auto zip(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  return detail::zip_impl("shardcast::zip", a, b, f, s);
+}
+
+/// a + b elementwise: equal layouts; partial<sum> + partial<sum> (and avg) stays partial.
+/// @param a, b operands of equal element type, rank, extents and layout (unchanged)
+/// @param s stream for device meshes
+/// @throws layout_error for different meshes or global extents
+/// @code
+///   auto c = sc::add(p, q);  // p, q: layout<shard<0>, partial<sum>>  ->  layout<shard<0>, partial<sum>>
+/// @endcode
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto add(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl("shardcast::add", a, b, fn::add, s);
+}
+
+/// a - b elementwise; same rules as add.
+/// @param s stream for device meshes
+/// @throws layout_error for different meshes or global extents
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl("shardcast::sub", a, b, fn::sub, s);
+}
+
+/// a * b elementwise. Two forms:
+/// - b of the same rank as a: equal layouts with no partial axis (the product of two
+///   partial sums is not the sum of the products);
+/// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
+///   partial<sum|avg> (DESIGN.md: partial<sum> * replicated scalar), y has a's layout.
+/// @throws layout_error for different meshes or global extents
+/// @code
+///   auto y = sc::mul(p /* layout<partial<sum>> [n] */, s /* layout<replicate>, rank 0 */);  // layout<partial<sum>>
+/// @endcode
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(std::is_same_v<T, TB>, "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  if constexpr (RB == 0 && RA > 0) {
+    return detail::scalar_mul_impl(a, b, s);
+  } else {
+    detail::check_binary_types<RA, Mesh, RB, MeshB>();
+    return detail::zip_impl("shardcast::mul", a, b, fn::mul, s);
+  }
+}
+
+/// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
+/// Layout per mesh axis (checked at compile time; see bias_layout_t):
+/// x shard<R-1> needs bias shard<0>; x replicate or shard<d> (d < R-1) needs bias
+/// replicate; x partial is refused (the bias would be added once per partial term).
+/// y has x's layout.
+/// @param x rank R >= 1
+/// @param bias rank 1, extent = x's last global extent
+/// @throws layout_error if bias's extent differs from x's last extent or the meshes differ
+/// @code
+///   // 2x2 mesh; x [t, h]: layout<shard<0>, shard<1>>; bias [h]: layout<replicate, shard<0>>
+///   auto y = sc::bias_add(x, bias);   // layout<shard<0>, shard<1>>
+/// @endcode
+template <class T, int R, class LX, class Mesh, class TB, int RB, class LB, class MeshB>
+auto bias_add(const dtensor<T, R, LX, Mesh>& x, const dtensor<TB, RB, LB, MeshB>& bias, typename Mesh::stream_type s = {}) {
+  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::bias_add: x and the bias have different mesh types; both must live on the same mesh.");
+  static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
+  static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; reshape it or use add(x, b) for a full-shape b.");
+  static_assert(std::is_same_v<T, TB>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
+  constexpr const char* who = "shardcast::bias_add";
+  constexpr bool dyn = detail::is_dynamic_v<LX> || detail::is_dynamic_v<LB>;
+  detail::expect_same_mesh(who, x.mesh(), bias.mesh(), "x", "bias");
+  const auto ex = x.global_extents();
+  if (bias.global_extents()[0] != ex[R - 1])
+    throw layout_error(std::string(who) + ": x has global extents " + detail::describe_extents(ex) + " but the bias has " +
+                       detail::describe_extents(bias.global_extents()) + "; the bias needs x's last extent " + std::to_string(ex[R - 1]));
+  runtime_layout ly = x.layout();
+  if constexpr (dyn) {
+    const detail::layout_rule r = detail::bias_rules(x.layout(), bias.layout(), R);
+    if (r.err == detail::op_rule::bias_placement)
+      throw layout_error(std::string(who) + ": on mesh axis " + std::to_string(r.axis) + " x is " + to_string(x.layout()[r.axis]) +
+                         " and the bias is " + to_string(bias.layout()[r.axis]) + "; for x \"" + to_string(x.layout()) +
+                         "\" the bias layout must be \"" + to_string(detail::bias_layout_for(x.layout(), R)) + "\", so redistribute the bias first");
+    detail::expect_legal(who, r, x.layout(), bias.layout());
+  }
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, bias_add_layout<LX, LB, R>>::type;
+  auto y = detail::make_output<T, R, LY>(x.mesh(), ex, ly, s);
+  const box &bx = x.local_box(), &bb = bias.local_box();
+  SHARDCAST_EXPECTS(bx.off[R - 1] == bb.off[0] && bx.ext[R - 1] == bb.ext[0],
+                    std::string(who) + ": the local pieces of x and the bias do not line up along x's last dim");
+  const auto cols = static_cast<std::size_t>(bx.ext[R - 1]);
+  if (x.local_size() > 0)
+    detail::elementwise_exec<typename Mesh::memory_space>::zip_rows(x.data(), bias.data(), y.data(), x.local_size() / cols, cols, fn::add, s);
+  return y;
+}
+
+}  // namespace shardcast

@@ -1,0 +1,181 @@
+#pragma once
+// Helpers shared by the operator tests: layout enumeration, dtensors whose partial terms
+// differ from rank to rank (so an operator that treats a partial term like the whole
+// tensor gives a wrong answer), and comparison of a gathered result with a single-rank
+// reference computed in the test.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <shardcast/comm/host.hpp>
+#include <shardcast/distribute.hpp>
+#include <shardcast/ops/elementwise.hpp>
+
+namespace optest {
+namespace sc = shardcast;
+using pd = sc::placement_desc;
+
+/// R, S(0..rank-1), and P(op) for each op in `ops`.
+inline std::vector<pd> placements(int rank, std::initializer_list<sc::reduce_op> ops) {
+  std::vector<pd> v{pd::make_replicate()};
+  for (int d = 0; d < rank; ++d) v.push_back(pd::make_shard(d));
+  for (auto op : ops)
+    if (std::find(v.begin(), v.end(), pd::make_partial(op)) == v.end()) v.push_back(pd::make_partial(op));
+  return v;
+}
+inline std::vector<sc::reduce_op> all_ops() {
+  return {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+}
+
+/// Every layout over `naxes` axes built from `ps` that does not mix partial ops.
+inline std::vector<sc::runtime_layout> layouts(const std::vector<pd>& ps, int naxes) {
+  std::vector<sc::runtime_layout> out;
+  std::size_t total = 1;
+  for (int a = 0; a < naxes; ++a) total *= ps.size();
+  for (std::size_t i = 0; i < total; ++i) {
+    sc::runtime_layout l;
+    l.naxes = naxes;
+    std::size_t k = i;
+    for (int a = 0; a < naxes; ++a) {
+      l[a] = ps[k % ps.size()];
+      k /= ps.size();
+    }
+    if (sc::detail::same_op_partials(l)) out.push_back(l);
+  }
+  return out;
+}
+
+/// Small integers in [-3, 3]; every sum, product and comparison of the tests is exact.
+template <class T>
+std::vector<T> ints(std::int64_t n, int salt) {
+  std::vector<T> g(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
+  return g;
+}
+/// Values in {-2, -1, 1, 2}: products of a few stay small and never collapse to 0.
+template <class T>
+std::vector<T> units(std::int64_t n, int salt) {
+  std::vector<T> g(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const int k = static_cast<int>((i * 3 + salt) % 4);
+    g[static_cast<std::size_t>(i)] = static_cast<T>(k == 0 ? -2 : k == 1 ? -1 : k == 2 ? 1 : 2);
+  }
+  return g;
+}
+
+template <std::size_t R>
+std::int64_t volume(const std::array<std::int64_t, R>& e) {
+  std::int64_t v = 1;
+  for (auto x : e) v *= x;
+  return v;
+}
+
+/// The global row-major index of each local element of the piece `b` of a tensor with extents `e`.
+inline std::vector<std::int64_t> global_indices(const sc::box& b, const std::int64_t* e) {
+  std::vector<std::int64_t> out(static_cast<std::size_t>(b.volume()));
+  for (std::int64_t i = 0; i < b.volume(); ++i) {
+    std::int64_t rem = i, g = 0, stride = 1;
+    std::int64_t loc[SHARDCAST_MAX_RANK]{};
+    for (int d = b.rank - 1; d >= 0; --d) {
+      loc[d] = rem % b.ext[d];
+      rem /= b.ext[d];
+    }
+    for (int d = b.rank - 1; d >= 0; --d) {
+      g += (b.off[d] + loc[d]) * stride;
+      stride *= e[d];
+    }
+    out[static_cast<std::size_t>(i)] = g;
+  }
+  return out;
+}
+
+/// A dynamic-layout dtensor holding `g` under layout `l` whose partial terms are not the
+/// "value on coordinate 0, identity elsewhere" that distribute makes: for sum/avg every
+/// rank of a partial group holds a different term (the terms still reduce to g), for
+/// max/min every rank holds a value at most/at least g. prod keeps distribute's terms.
+template <class T, std::size_t R, class Mesh>
+sc::dtensor<T, static_cast<int>(R), sc::dynamic_layout, Mesh> make_terms(const Mesh& m, const sc::runtime_layout& l, const std::vector<T>& g,
+                                                                         const std::array<std::int64_t, R>& e) {
+  auto x = sc::distribute(m, l, g, e);
+  int k = 0, n = 1;  // this rank's index in its partial group, and the group size
+  sc::reduce_op op = sc::reduce_op::sum;
+  for (int a = 0; a < Mesh::naxes; ++a)
+    if (l[a].is_partial()) {
+      op = l[a].op;
+      k = k * m.size(a) + m.coord(a);
+      n *= m.size(a);
+    }
+  if (n == 1 || op == sc::reduce_op::prod) return x;
+  const auto gi = global_indices(x.local_box(), e.data());
+  T* p = x.data();
+  for (std::size_t i = 0; i < gi.size(); ++i) {
+    const T v = g[static_cast<std::size_t>(gi[i])];
+    auto c = [&](int q) { return static_cast<T>((gi[i] + q) % 3 - 1); };  // in {-1, 0, 1}
+    T rest = 0;
+    for (int q = 1; q < n; ++q) rest = static_cast<T>(rest + c(q));
+    switch (op) {
+      case sc::reduce_op::sum: p[i] = k == 0 ? static_cast<T>(v - rest) : c(k); break;
+      case sc::reduce_op::avg: p[i] = k == 0 ? static_cast<T>(v - rest) : static_cast<T>(v + c(k)); break;
+      case sc::reduce_op::max: p[i] = k == 0 ? v : static_cast<T>(v - (c(k) + 1)); break;
+      case sc::reduce_op::min: p[i] = k == 0 ? v : static_cast<T>(v + (c(k) + 1)); break;
+      case sc::reduce_op::prod: break;
+    }
+  }
+  return x;
+}
+
+/// Re-types a dynamic-layout dtensor as layout L (same storage).
+template <class L, class T, int R, class Mesh>
+sc::dtensor<T, R, L, Mesh> as_static(const sc::dtensor<T, R, sc::dynamic_layout, Mesh>& x) {
+  SHARDCAST_EXPECTS(x.layout() == sc::runtime_layout(L::desc), "as_static: layout differs");
+  return sc::dtensor<T, R, L, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data());
+}
+
+/// The local piece as a host vector.
+template <class T, int R, class L, class Mesh>
+std::vector<T> local_copy(const sc::dtensor<T, R, L, Mesh>& x) {
+  return std::vector<T>(x.data(), x.data() + x.local_size());
+}
+
+/// "" when to_global(y) equals `ref` (within |tol| * max(1, |ref|) for floating types), else a description.
+/// Collective over y's mesh.
+template <class T, int R, class L, class Mesh, class U>
+std::string compare_global(const sc::dtensor<T, R, L, Mesh>& y, const std::vector<U>& ref, double tol = 0) {
+  const std::vector<T> got = sc::to_global(y);
+  if (got.size() != ref.size())
+    return "size " + std::to_string(got.size()) + " vs reference " + std::to_string(ref.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double a = static_cast<double>(got[i]), b = static_cast<double>(ref[i]);
+    const bool ok = got[i] == static_cast<T>(ref[i]) || (std::isnan(b) && std::isnan(a)) ||
+                    (tol > 0 && std::isfinite(b) && std::abs(a - b) <= tol * std::max(1.0, std::abs(b)));
+    if (!ok) return "element " + std::to_string(i) + " is " + std::to_string(a) + ", reference " + std::to_string(b);
+  }
+  return "";
+}
+
+/// Collects failures from all rank threads.
+struct failures {
+  std::mutex mu;
+  std::vector<std::string> list;
+  void add(const std::string& s) {
+    std::lock_guard lk(mu);
+    if (list.size() < 20) list.push_back(s);
+  }
+};
+
+template <int N>
+std::string shape_name(const std::array<int, N>& s) {
+  std::string t;
+  for (int a = 0; a < N; ++a) {
+    if (a) t += "x";
+    t += std::to_string(s[static_cast<std::size_t>(a)]);
+  }
+  return t;
+}
+
+}  // namespace optest

@@ -1,0 +1,428 @@
+// Elementwise operators: the per-axis rule tables (compile time, every placement pair at
+// every axis position of 1- to 3-axis meshes), differential tests of map/scale/zip/add/
+// sub/mul/bias_add against a single-rank computation on meshes of 1 to 8 ranks with uneven
+// and empty pieces, and misuse (different meshes, extents, dynamic layouts).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <shardcast/comm/host.hpp>
+#include <shardcast/ops/elementwise.hpp>
+#include <shardcast/ops/matmul.hpp>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "op_testing.hpp"
+
+namespace sc = shardcast;
+using optest::pd;
+
+namespace {
+using R = sc::replicate;
+using S0 = sc::shard<0>;
+using S1 = sc::shard<1>;
+using S2 = sc::shard<2>;
+using Ps = sc::partial<sc::sum>;
+using Pa = sc::partial<sc::avg>;
+using Pm = sc::partial<sc::max>;
+using E = sc::detail::op_rule;
+
+// ---------------------------------------------------------------------------------------
+// Rule tables, written out by hand: index i of each table is placement P9[i].
+// ---------------------------------------------------------------------------------------
+constexpr pd P9[] = {pd::make_replicate(),         pd::make_shard(0),
+                     pd::make_shard(1),            pd::make_shard(2),
+                     pd::make_partial(sc::reduce_op::sum), pd::make_partial(sc::reduce_op::avg),
+                     pd::make_partial(sc::reduce_op::max), pd::make_partial(sc::reduce_op::min),
+                     pd::make_partial(sc::reduce_op::prod)};
+constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwise;
+//                                   R   S0  S1  S2  Ps  Pa  Pmax Pmin Pprod
+constexpr E map_nonlinear[9] = {ok, ok, ok, ok, NL, NL, NT, NT, NT};
+constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
+// bias placement x needs on an axis (rank-3 x): -1 means x's placement refuses any bias.
+constexpr int bias_needs[9] = {0, 0, 0, 1, -1, -1, -1, -1, -1};  // index into P9: R or S0
+
+// Puts `p` on axis `pos` of an n-axis layout and `fill` on every other axis.
+constexpr sc::runtime_layout at(int n, int pos, pd p, pd fill) {
+  sc::runtime_layout l;
+  l.naxes = n;
+  for (int a = 0; a < n; ++a) l[a] = a == pos ? p : fill;
+  return l;
+}
+
+constexpr bool verdict_is(const sc::detail::layout_rule& r, E want, int pos, const sc::runtime_layout& out_if_ok) {
+  if (r.err != want) return false;
+  if (want != E::ok) return r.axis == pos;
+  return r.out == out_if_ok;
+}
+
+constexpr bool map_table() {
+  for (int n = 1; n <= 3; ++n)
+    for (int pos = 0; pos < n; ++pos)
+      for (int i = 0; i < 9; ++i)
+        for (pd fill : {pd::make_replicate(), pd::make_shard(1)}) {
+          const auto x = at(n, pos, P9[i], fill);
+          if (!verdict_is(sc::detail::map_rules(x, false), map_nonlinear[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, true), map_linear[i], pos, x)) return false;
+          // scale is linear: its functor type says so
+          if (!verdict_is(sc::detail::map_rules(x, sc::is_linear_v<sc::fn::scale_fn<float>>), map_linear[i], pos, x)) return false;
+        }
+  return true;
+}
+
+constexpr bool zip_table() {
+  for (int n = 1; n <= 3; ++n)
+    for (int pos = 0; pos < n; ++pos)
+      for (int i = 0; i < 9; ++i)
+        for (int j = 0; j < 9; ++j)
+          for (pd fill : {pd::make_replicate(), pd::make_shard(2)}) {
+            const auto a = at(n, pos, P9[i], fill), b = at(n, pos, P9[j], fill);
+            // add/sub (linear) and mul (not linear): equal placements only, partial<sum|avg> only when linear
+            const E add_want = i == j ? map_linear[i] : E::layouts_differ;
+            const E mul_want = i == j ? map_nonlinear[i] : E::layouts_differ;
+            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::add_fn>), add_want, pos, a)) return false;
+            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::sub_fn>), add_want, pos, a)) return false;
+            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::mul_fn>), mul_want, pos, a)) return false;
+            // mul(x, s) with a rank-0 s: s must be replicate; x like a linear map
+            const E smul_want = j != 0 ? E::scalar_not_replicated : map_linear[i];
+            if (!verdict_is(sc::detail::scalar_mul_rules(a, at(n, pos, P9[j], pd::make_replicate())), smul_want, pos, a)) return false;
+          }
+  return true;
+}
+
+constexpr bool bias_table() {
+  for (int n = 1; n <= 3; ++n)
+    for (int pos = 0; pos < n; ++pos)
+      for (int i = 0; i < 9; ++i)
+        for (int j = 0; j < 9; ++j) {
+          const auto x = at(n, pos, P9[i], pd::make_shard(0));
+          const auto b = at(n, pos, P9[j], pd::make_replicate());  // x shard<0> of rank 3 needs bias replicate
+          const E want = bias_needs[i] < 0 ? E::bias_on_partial : bias_needs[i] == j ? E::ok : E::bias_placement;
+          if (!verdict_is(sc::detail::bias_rules(x, b, 3), want, pos, x)) return false;
+          // the layout bias_layout_t names is always the accepted one when x is not partial
+          if (bias_needs[i] >= 0 && !(sc::detail::bias_layout_for(x, 3) == at(n, pos, P9[bias_needs[i]], pd::make_replicate())))
+            return false;
+        }
+  return true;
+}
+
+static_assert(map_table());
+static_assert(zip_table());
+static_assert(bias_table());
+
+// The linearity trait.
+static_assert(sc::is_linear_v<sc::fn::identity_fn> && sc::is_linear_v<sc::fn::scale_fn<double>> && sc::is_linear_v<sc::fn::add_fn> &&
+              sc::is_linear_v<const sc::fn::sub_fn&>);
+static_assert(!sc::is_linear_v<sc::fn::mul_fn> && !sc::is_linear_v<sc::fn::gelu_fn> && !sc::is_linear_v<sc::fn::relu_fn> &&
+              !sc::is_linear_v<sc::fn::silu_fn> && !sc::is_linear_v<sc::fn::gelu_grad_fn>);
+inline constexpr auto twice = [](auto v) { return v + v; };
+static_assert(!sc::is_linear_v<decltype(twice)> && sc::is_linear_v<decltype(sc::fn::linear(twice))>);
+static_assert(sc::fn::linear(twice)(21) == 42);
+
+// Compile-time layouts (types) for every legal case, at every axis position.
+template <class L, class F>
+constexpr bool map_keeps() {
+  return std::is_same_v<sc::map_layout_t<L, F>, L>;
+}
+template <class P>
+constexpr bool map_types() {
+  using F = std::conditional_t<std::is_same_v<P, Ps> || std::is_same_v<P, Pa>, sc::fn::scale_fn<int>, sc::fn::gelu_fn>;
+  return map_keeps<sc::layout<P>, F>() && map_keeps<sc::layout<P, S1>, F>() && map_keeps<sc::layout<R, P>, F>() &&
+         map_keeps<sc::layout<P, R, S0>, F>() && map_keeps<sc::layout<S1, P, R>, F>() && map_keeps<sc::layout<R, S0, P>, F>();
+}
+static_assert(map_types<R>() && map_types<S0>() && map_types<S1>() && map_types<S2>() && map_types<Ps>() && map_types<Pa>());
+
+template <class P, class F>
+constexpr bool zip_types() {
+  auto same = []<class L>(L) { return std::is_same_v<sc::zip_layout_t<L, L, F>, L>; };
+  return same(sc::layout<P>{}) && same(sc::layout<P, S0>{}) && same(sc::layout<R, P>{}) && same(sc::layout<P, R, S1>{}) &&
+         same(sc::layout<S0, P, R>{}) && same(sc::layout<R, S1, P>{});
+}
+static_assert(zip_types<R, sc::fn::mul_fn>() && zip_types<S0, sc::fn::mul_fn>() && zip_types<S1, sc::fn::mul_fn>() &&
+              zip_types<S2, sc::fn::add_fn>() && zip_types<Ps, sc::fn::add_fn>() && zip_types<Pa, sc::fn::sub_fn>() &&
+              zip_types<Ps, sc::fn::linear_fn<sc::fn::mul_fn>>());
+
+static_assert(std::is_same_v<sc::bias_layout_t<sc::layout<S0, S1>, 2>, sc::layout<R, S0>>);
+static_assert(std::is_same_v<sc::bias_layout_t<sc::layout<S2, R, S0>, 3>, sc::layout<S0, R, R>>);
+static_assert(std::is_same_v<sc::bias_add_layout_t<sc::layout<S1, S1>, sc::layout<S0, S0>, 2>, sc::layout<S1, S1>>);
+static_assert(std::is_same_v<sc::bias_add_layout_t<sc::layout<R, S0, S2>, sc::layout<R, R, S0>, 3>, sc::layout<R, S0, S2>>);
+static_assert(std::is_same_v<sc::detail::scalar_mul_layout<sc::layout<Ps, S1>, sc::layout<R, R>>::type, sc::layout<Ps, S1>>);
+
+// ---------------------------------------------------------------------------------------
+// Single-rank references
+// ---------------------------------------------------------------------------------------
+template <class T>
+T ref_gelu(T x) {
+  const double v = static_cast<double>(x);
+  return static_cast<T>(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (v + 0.044715 * v * v * v))));
+}
+template <class T, class F>
+std::vector<T> each(const std::vector<T>& a, F f) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
+  return r;
+}
+template <class T, class F>
+std::vector<T> each2(const std::vector<T>& a, const std::vector<T>& b, F f) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i], b[i]);
+  return r;
+}
+template <class T>
+std::vector<T> rows_plus(const std::vector<T>& a, const std::vector<T>& bias) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(a[i] + bias[i % bias.size()]);
+  return r;
+}
+
+struct max_fn {
+  template <class T>
+  T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
+bool has_partial(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial()) return true;
+  return false;
+}
+bool only_additive_partials(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial() && l[a].op != sc::reduce_op::sum && l[a].op != sc::reduce_op::avg) return false;
+  return true;
+}
+
+// Every layout of a rank-2 tensor (placements R, S0, S1, P(sum), P(avg), P(max)) on a mesh of
+// shape `shape`: each operator either matches the reference or, where the test's own rule
+// says it is illegal, throws layout_error on every rank.
+template <class T, int N>
+void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
+  INFO("mesh " << optest::shape_name<N>(shape) << " extents " << e[0] << "x" << e[1]);
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  const std::int64_t n = e[0] * e[1];
+  const auto a = optest::ints<T>(n, 1), b = optest::ints<T>(n, 4), bias = optest::ints<T>(e[1], 2);
+  const std::vector<T> scalar{T(3)};
+  const auto r_relu = each(a, [](T v) { return v > T(0) ? v : T(0); });
+  const auto r_scale = each(a, [](T v) { return static_cast<T>(v * T(3)); });
+  const auto r_twice = each(a, [](T v) { return static_cast<T>(v + v); });
+  const auto r_add = each2(a, b, [](T u, T v) { return static_cast<T>(u + v); });
+  const auto r_sub = each2(a, b, [](T u, T v) { return static_cast<T>(u - v); });
+  const auto r_mul = each2(a, b, [](T u, T v) { return static_cast<T>(u * v); });
+  const auto r_max = each2(a, b, [](T u, T v) { return u > v ? u : v; });
+  const auto r_bias = rows_plus(a, bias);
+  const auto ls = optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max}), N);
+  optest::failures f;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, shape);
+    sc::runtime_layout all_r;
+    all_r.naxes = N;
+    auto s0 = sc::distribute(m, all_r, scalar, std::array<std::int64_t, 0>{});
+    for (std::size_t li = 0; li < ls.size(); ++li) {
+      const auto& l = ls[li];
+      const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
+      const auto x_before = optest::local_copy(x);
+      const bool partial = has_partial(l), additive = only_additive_partials(l);
+      auto check = [&](const char* what, bool legal, auto&& op, const std::vector<T>& ref) {
+        if (legal) {
+          const std::string err = optest::compare_global(op(), ref);
+          if (!err.empty()) f.add(std::string(what) + " on " + sc::to_string(l) + ": " + err);
+        } else {
+          try {
+            (void)op();
+            f.add(std::string(what) + " on " + sc::to_string(l) + ": expected layout_error");
+          } catch (const sc::layout_error&) {
+          }
+        }
+      };
+      check("map relu", !partial, [&] { return sc::map(x, sc::fn::relu); }, r_relu);
+      check("scale 3", additive, [&] { return sc::scale(x, 3); }, r_scale);
+      check("map linear", additive, [&] { return sc::map(x, sc::fn::linear([](T v) { return static_cast<T>(v + v); })); }, r_twice);
+      check("map twice (not marked linear)", !partial, [&] { return sc::map(x, [](T v) { return static_cast<T>(v + v); }); }, r_twice);
+      check("add", additive, [&] { return sc::add(x, y); }, r_add);
+      check("sub", additive, [&] { return sc::sub(x, y); }, r_sub);
+      check("mul", !partial, [&] { return sc::mul(x, y); }, r_mul);
+      check("zip max", !partial, [&] { return sc::zip(x, y, max_fn{}); }, r_max);
+      check("mul by rank-0", additive, [&] { return sc::mul(x, s0); }, r_scale);
+      const auto bl = sc::detail::bias_layout_for(l, 2);
+      const auto bt = sc::distribute(m, bl, bias, std::array<std::int64_t, 1>{e[1]});
+      check("bias_add", !partial, [&] { return sc::bias_add(x, bt); }, r_bias);
+      // Misuse on the same layouts: unequal operand layouts, a bias in the wrong layout.
+      const auto& other = ls[(li + 1) % ls.size()];
+      if (!(other == l)) {
+        const auto z = sc::distribute(m, other, b, e);
+        check("add of unequal layouts", false, [&] { return sc::add(x, z); }, r_add);
+      }
+      const auto wrong_bias = sc::distribute(m, l[0].is_shard(1) ? all_r : sc::runtime_layout(at(N, 0, pd::make_shard(0), pd::make_replicate())),
+                                             bias, std::array<std::int64_t, 1>{e[1]});
+      if (!(wrong_bias.layout() == bl)) check("bias_add with a misplaced bias", false, [&] { return sc::bias_add(x, wrong_bias); }, r_bias);
+      if (optest::local_copy(x) != x_before) f.add("an operator modified its input on " + sc::to_string(l));
+    }
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}
+
+// The compile-time API on chosen layouts: output layout types and values.
+template <class T, class L, int N>
+void static_layout(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
+  INFO("layout " << sc::to_string(L::desc) << " mesh " << optest::shape_name<N>(shape));
+  constexpr bool partial = [] {
+    for (int a = 0; a < L::naxes; ++a)
+      if (L::desc[a].is_partial()) return true;
+    return false;
+  }();
+  using LB = sc::bias_layout_t<L, 2>;
+  using LS = typename sc::detail::layout_from<sc::detail::all_replicate<N>()>::type;
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  const std::int64_t n = e[0] * e[1];
+  const auto a = optest::ints<T>(n, 2), b = optest::ints<T>(n, 5), bias = optest::ints<T>(e[1], 3);
+  optest::failures f;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, shape);
+    const auto x = optest::as_static<L>(optest::make_terms(m, L::desc, a, e));
+    const auto y = optest::as_static<L>(optest::make_terms(m, L::desc, b, e));
+    auto expect = [&](const char* what, const auto& z, const std::vector<T>& ref, double tol = 0) {
+      static_assert(std::is_same_v<typename std::remove_cvref_t<decltype(z)>::layout_type, L>);
+      const std::string err = optest::compare_global(z, ref, tol);
+      if (!err.empty()) f.add(std::string(what) + ": " + err);
+    };
+    const auto s = sc::distribute<LS>(m, std::vector<T>{T(-2)}, std::array<std::int64_t, 0>{});
+    expect("scale", sc::scale(x, -2), each(a, [](T v) { return static_cast<T>(-2 * v); }));
+    expect("add", sc::add(x, y), each2(a, b, [](T u, T v) { return static_cast<T>(u + v); }));
+    expect("sub", sc::sub(x, y), each2(a, b, [](T u, T v) { return static_cast<T>(u - v); }));
+    expect("mul by rank-0", sc::mul(x, s), each(a, [](T v) { return static_cast<T>(-2 * v); }));
+    if constexpr (!partial) {
+      expect("gelu", sc::map(x, sc::fn::gelu), each(a, [](T v) { return ref_gelu(v); }), 1e-5);  // float: a few ulp
+      expect("mul", sc::mul(x, y), each2(a, b, [](T u, T v) { return static_cast<T>(u * v); }));
+      expect("zip", sc::zip(x, y, max_fn{}), each2(a, b, max_fn{}));
+      const auto bt = sc::distribute<LB>(m, bias, std::array<std::int64_t, 1>{e[1]});
+      expect("bias_add", sc::bias_add(x, bt), rows_plus(a, bias));
+    }
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}
+}  // namespace
+
+TEST_CASE("elementwise rule tables hold at run time too") {
+  CHECK(map_table());
+  CHECK(zip_table());
+  CHECK(bias_table());
+}
+
+TEST_CASE("host elementwise_exec: map, zip, zip_rows, in place") {
+  using X = sc::detail::elementwise_exec<sc::host_memory>;
+  std::vector<int> a{1, -2, 3, -4, 5, -6}, b{10, 20, 30, 40, 50, 60}, row{100, 200, 300};
+  std::vector<double> out(6);
+  X::map(a.data(), out.data(), a.size(), [](int v) { return v * 0.5; });
+  CHECK(out == std::vector<double>{0.5, -1, 1.5, -2, 2.5, -3});
+  std::vector<int> c = a;
+  X::zip(c.data(), b.data(), c.data(), c.size(), sc::fn::add);  // out aliases a
+  CHECK(c == std::vector<int>{11, 18, 33, 36, 55, 54});
+  std::vector<int> d = a;
+  X::zip_rows(d.data(), row.data(), d.data(), 2, 3, sc::fn::sub);
+  CHECK(d == std::vector<int>{-99, -202, -297, -104, -195, -306});
+  X::map(a.data(), a.data(), 0, sc::fn::relu);  // n = 0 touches nothing
+  CHECK(a[0] == 1);
+}
+
+TEST_CASE_TEMPLATE("elementwise on every layout of 1-axis meshes (1 to 8 ranks)", T, int, double) {
+  for (int r : {1, 2, 3, 5, 8}) all_layouts<T, 1>({r}, {3, 5});
+  all_layouts<T, 1>({4}, {2, 3});  // empty pieces
+}
+
+TEST_CASE_TEMPLATE("elementwise on every layout of 2-axis meshes", T, int, float) {
+  all_layouts<T, 2>({2, 2}, {3, 5});
+  all_layouts<T, 2>({1, 3}, {4, 2});
+  all_layouts<T, 2>({3, 2}, {2, 5});
+}
+
+TEST_CASE("elementwise on every layout of 3-axis meshes") {
+  all_layouts<int, 3>({2, 2, 2}, {3, 5});
+  all_layouts<std::int64_t, 3>({1, 3, 2}, {5, 2});
+}
+
+TEST_CASE_TEMPLATE("elementwise through the compile-time API", T, float, double) {
+  static_layout<T, sc::layout<S0, S1>, 2>({2, 2}, {3, 5});
+  static_layout<T, sc::layout<S1, S1>, 2>({2, 3}, {2, 7});
+  static_layout<T, sc::layout<R, R>, 2>({1, 2}, {3, 2});
+  static_layout<T, sc::layout<Ps, S0>, 2>({2, 2}, {3, 5});
+  static_layout<T, sc::layout<Pa>, 1>({3}, {2, 4});
+  static_layout<T, sc::layout<S1, Ps, S0>, 3>({2, 2, 2}, {5, 3});
+}
+
+TEST_CASE("elementwise misuse: different meshes, extents, ranks of bias") {
+  sc::host::run(4, [](sc::host::communicator& comm) {
+    auto m1 = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    auto m2 = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    using L = sc::layout<S0, R>;
+    const auto g = optest::ints<int>(6, 0);
+    auto a = sc::distribute<L>(m1, g, std::array<std::int64_t, 2>{2, 3});
+    auto b = sc::distribute<L>(m2, g, std::array<std::int64_t, 2>{2, 3});
+    auto c = sc::distribute<L>(m1, g, std::array<std::int64_t, 2>{3, 2});
+    auto bias = sc::distribute<sc::layout<R, R>>(m2, std::vector<int>{1, 2, 3}, std::array<std::int64_t, 1>{3});
+    auto bias2 = sc::distribute<sc::layout<R, R>>(m1, std::vector<int>{1, 2}, std::array<std::int64_t, 1>{2});
+    auto s = sc::distribute<sc::layout<R, R>>(m2, std::vector<int>{2}, std::array<std::int64_t, 0>{});
+    auto msg = [](auto&& op) -> std::string {
+      try {
+        (void)op();
+      } catch (const sc::layout_error& e) {
+        return e.what();
+      }
+      return "no exception";
+    };
+    const std::string diff_mesh = msg([&] { return sc::add(a, b); });
+    CHECK(diff_mesh.find("different meshes") != std::string::npos);
+    CHECK(diff_mesh.find("mesh 2x2") != std::string::npos);
+    CHECK(msg([&] { return sc::zip(a, b, max_fn{}); }).find("different meshes") != std::string::npos);
+    CHECK(msg([&] { return sc::mul(a, s); }).find("different meshes") != std::string::npos);
+    CHECK(msg([&] { return sc::bias_add(a, bias); }).find("different meshes") != std::string::npos);
+    const std::string ext = msg([&] { return sc::sub(a, c); });
+    CHECK(ext.find("[2, 3]") != std::string::npos);
+    CHECK(ext.find("[3, 2]") != std::string::npos);
+    CHECK(msg([&] { return sc::bias_add(a, bias2); }).find("last extent 3") != std::string::npos);
+    // matmul: operands on different meshes (the extents would fit)
+    auto ma = sc::distribute<sc::layout<R, R>>(m1, g, std::array<std::int64_t, 2>{2, 3});
+    auto mb = sc::distribute<sc::layout<R, R>>(m2, g, std::array<std::int64_t, 2>{3, 2});
+    const std::string mm = msg([&] { return sc::matmul(ma, mb); });
+    CHECK(mm.find("different meshes") != std::string::npos);
+    // the same mesh object through a copy is fine
+    auto m1_copy = m1;
+    auto d = sc::distribute<L>(m1_copy, g, std::array<std::int64_t, 2>{2, 3});
+    CHECK(sc::to_global(sc::add(a, d)) == each2(g, g, [](int u, int v) { return u + v; }));
+  });
+}
+
+TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements") {
+  sc::host::run(4, [](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    const auto g = optest::ints<float>(12, 0);
+    const std::array<std::int64_t, 2> e{3, 4};
+    auto x = sc::distribute(m, sc::runtime_layout::parse("S(0),P(sum)"), g, e);
+    auto y = sc::distribute(m, sc::runtime_layout::parse("S(0),S(1)"), g, e);
+    auto msg = [](auto&& op) -> std::string {
+      try {
+        (void)op();
+      } catch (const sc::layout_error& e) {
+        return e.what();
+      }
+      return "no exception";
+    };
+    const std::string differ = msg([&] { return sc::add(x, y); });
+    CHECK(differ.find("mesh axis 1") != std::string::npos);
+    CHECK(differ.find("P(sum) vs S(1)") != std::string::npos);
+    CHECK(msg([&] { return sc::map(x, sc::fn::gelu); }).find("not linear") != std::string::npos);
+    CHECK(msg([&] { return sc::mul(x, x); }).find("not linear") != std::string::npos);
+    auto bias = sc::distribute(m, sc::runtime_layout::parse("R,R"), optest::ints<float>(4, 1), std::array<std::int64_t, 1>{4});
+    CHECK(msg([&] { return sc::bias_add(x, bias); }).find("once per partial term") != std::string::npos);
+    const std::string wrong_bias = msg([&] { return sc::bias_add(y, bias); });
+    CHECK(wrong_bias.find("\"R,S(0)\"") != std::string::npos);  // names the bias layout x needs
+    // a static operand with a dynamic one: the rules are checked at run time
+    auto xs = optest::as_static<sc::layout<S0, Ps>>(x);
+    CHECK(msg([&] { return sc::add(xs, y); }).find("mesh axis 1") != std::string::npos);
+    auto sum = sc::add(xs, x);
+    static_assert(std::is_same_v<decltype(sum)::layout_type, sc::dynamic_layout>);
+    CHECK(sum.layout() == sc::runtime_layout::parse("S(0),P(sum)"));
+  });
+}
