@@ -111,10 +111,11 @@ TEST_CASE("plan costs for a tensor of 2.7e16 elements (pieces of 2.25e15) match 
   CHECK(g.steps[0].kind == sc::step_kind::all_gather);
   CHECK(g.steps[0].axes == 3u);
   CHECK(std::fabs(g.elements - 11 * piece) <= 1e-12 * 11 * piece);
-  // P(sum),R -> S(0),R: one reduce_scatter on axis 0 into quarter-row blocks of whole rows.
-  const sc::plan rs = sc::make_plan(sc::runtime_layout::parse("P(sum),R"), sc::runtime_layout::parse("S(0),R"), shape, ext);
+  // P(sum),S(1) -> S(0),S(1): one reduce_scatter on axis 0 into quarter-row blocks of each
+  // column third; the busiest rank sends 3 of them (one piece each).
+  const sc::plan rs = sc::make_plan(sc::runtime_layout::parse("P(sum),S(1)"), sc::runtime_layout::parse("S(0),S(1)"), shape, ext);
   REQUIRE(rs.nsteps == 1);
   CHECK(rs.steps[0].kind == sc::step_kind::reduce_scatter);
-  const double quarter = static_cast<double>(static_cast<i128>(rows / 4) * cols);
+  const double quarter = piece;
   CHECK(std::fabs(rs.elements - 3 * quarter) <= 1e-12 * 3 * quarter);
 }

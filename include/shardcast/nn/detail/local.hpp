@@ -18,6 +18,7 @@
 #include "../../distribute.hpp"
 #include "../../dtensor.hpp"
 #include "../../error.hpp"
+#include "../../ops/elementwise.hpp"
 #include "../../ops/functors.hpp"
 #include "../../ops/gemm.hpp"
 #include "../../ops/matmul.hpp"
@@ -25,34 +26,11 @@
 
 namespace shardcast::nn::detail {
 
-/// Elementwise loops on local pieces (`map`, `zip`, `zip_rows`, with the signatures of
-/// shardcast::detail::elementwise_exec). Every memory space except the host forwards to
-/// `shardcast::detail::elementwise_exec<Space>` (a device backend's kernels). The host
-/// specialisation below is the single place to switch the host to
-/// elementwise_exec<host_memory> too once ops/elementwise.hpp provides it: delete the
-/// specialisation and include that header here.
+/// Elementwise loops on local pieces (`map`, `zip`, `zip_rows`): the memory space's
+/// `shardcast::detail::elementwise_exec` (host loops in ops/elementwise.hpp, kernels in
+/// cuda/elementwise.cuh).
 template <class Space>
 struct local_exec : shardcast::detail::elementwise_exec<Space> {};
-
-template <>
-struct local_exec<host_memory> {
-  /// out[i] = f(in[i]); out may alias in.
-  template <class T, class U, class F>
-  static void map(const T* in, U* out, std::size_t n, F f, host_stream = {}) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = f(in[i]);
-  }
-  /// out[i] = f(a[i], b[i]); out may alias a or b.
-  template <class T, class U, class V, class F>
-  static void zip(const T* a, const U* b, V* out, std::size_t n, F f, host_stream = {}) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-  }
-  /// out[r*cols + c] = f(a[r*cols + c], row[c]); out may alias a.
-  template <class T, class U, class V, class F>
-  static void zip_rows(const T* a, const U* row, V* out, std::size_t rows, std::size_t cols, F f, host_stream = {}) {
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t c = 0; c < cols; ++c) out[r * cols + c] = f(a[r * cols + c], row[c]);
-  }
-};
 
 /// Embedding lookups and their gradient on local pieces. Declared for every memory
 /// space, defined for host memory; a device backend specialises it with kernels.
