@@ -58,7 +58,7 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
       // One collective on pieces that already lie in place: allocate the result, one call.
       const detail::step_geometry& sg = g->steps[0];
       if (!g->staged()) {
-        auto owner = detail::memory_ops<typename Mesh::memory_space>::template allocate<T>(sg.out_elems, s);
+        auto owner = detail::allocate_result<T>(m, sg.out_elems, s);
         auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
         if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), owner.get(), sg.chunk, s);
         else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), owner.get(), sg.chunk, p.steps[0].op, s);

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <shardcast/shardcast.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/differential.hpp"
@@ -166,4 +167,38 @@ TEST_CASE("a staging lease taken while another is held gets private memory") {
   auto l3 = a.acquire(800);                 // fits: the same memory again
   CHECK(l3.get() == first);
   CHECK(a.capacity() >= 1000);
+}
+
+TEST_CASE("large results reuse the blocks of released results, never those of live ones") {
+  failures f;
+  using From = sc::layout<sc::shard<0>, sc::replicate>;
+  using To = sc::layout<sc::replicate, sc::shard<1>>;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    // 256 x 512 floats: each rank's result (256 x 256 floats = 256 KiB) is pooled.
+    const std::array<std::int64_t, 2> e{256, 512};
+    static_assert(256 * 256 * sizeof(float) >= sc::detail::result_pool::min_bytes);
+    const auto g = st::make_global<float>(e[0] * e[1]);
+    auto x = sc::distribute<From>(m, g, e);
+    const float* released = nullptr;
+    {
+      auto y = sc::redistribute<To>(x);
+      f.add(st::check_against_reference(y, g));
+      released = y.data();
+    }
+    auto y1 = sc::redistribute<To>(x);  // reuses the released block
+    if (y1.data() != released) f.add("rank " + std::to_string(c.rank()) + ": a released result block was not reused");
+    auto y2 = sc::redistribute<To>(x);  // y1 is alive: fresh memory
+    if (y2.data() == y1.data()) f.add("rank " + std::to_string(c.rank()) + ": a live result's block was handed out again");
+    f.add(st::check_against_reference(y1, g));
+    f.add(st::check_against_reference(y2, g));
+    // A result may be released on another thread while this rank keeps redistributing.
+    std::shared_ptr<float> moved = y2.owner();
+    y2 = decltype(y2)();
+    std::thread t([p = std::move(moved)]() mutable { p.reset(); });
+    for (int i = 0; i < 4; ++i) f.add(st::check_against_reference(sc::redistribute<To>(x), g));
+    t.join();
+    if (m.cache().results.free_blocks() > sc::detail::result_pool::max_free) f.add("the pool holds too many blocks");
+  });
+  f.report();
 }

@@ -168,6 +168,17 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
   return g;
 }
 
+/// Memory for a result of `n` elements, owned by the returned pointer. Large host
+/// results come from the mesh's result pool (recycled blocks: no page faults); the rest
+/// from memory_ops::allocate.
+template <class T, class Mesh>
+std::shared_ptr<T> allocate_result(const Mesh& m, std::size_t n, typename Mesh::stream_type s) {
+  if constexpr (std::same_as<typename Mesh::memory_space, host_memory>) {
+    if (n * sizeof(T) >= result_pool::min_bytes) return m.cache().results.template allocate<T>(n);
+  }
+  return memory_ops<typename Mesh::memory_space>::template allocate<T>(n, s);
+}
+
 /// Runs the steps of one plan, in order, on this rank.
 template <class T, class Mesh>
 class executor {
@@ -179,11 +190,9 @@ class executor {
 
  public:
   /// `in` is this rank's input piece (box g.src_box); it is only read.
-  executor(const Mesh& m, const plan_geometry& g, const T* in, stream_type s) : g_(g), s_(s), in_(in), ib_(&g.src_box) {
+  executor(const Mesh& m, const plan_geometry& g, const T* in, stream_type s) : m_(m), g_(g), s_(s), in_(in), ib_(&g.src_box) {
     if constexpr (use_arena) {
-      if (g.staged()) stage(m);
-    } else {
-      (void)m;
+      if (g.staged()) stage();
     }
   }
 
@@ -224,13 +233,13 @@ class executor {
   comm_type& comm(const step_geometry& sg) const { return *static_cast<comm_type*>(sg.comm); }
 
   /// Leases the arena and lays out its regions: [slot 0][slot 1][stage_in][stage_out].
-  void stage(const Mesh& m) {
+  void stage() {
     auto round = [](std::size_t elems) { return (elems * sizeof(T) + staging_arena::align - 1) / staging_arena::align * staging_arena::align; };
     const std::size_t slot = round(g_.slot_elems);
     staging_.slot_off[1] = slot;
     staging_.in_off = slot + (g_.nsteps >= 3 ? slot : 0);
     staging_.out_off = staging_.in_off + round(g_.in_elems);
-    staging_.lease = m.cache().arena.acquire(staging_.out_off + round(g_.out_elems));
+    staging_.lease = m_.cache().arena.acquire(staging_.out_off + round(g_.out_elems));
     staging_.base = staging_.lease.get();
   }
 
@@ -238,7 +247,7 @@ class executor {
   /// arena (alternating, so a step never writes the slot it reads) or, on device memory,
   /// a fresh allocation kept until the step after next has been issued.
   T* result(const step_geometry& sg) {
-    owner_ = ops::template allocate<T>(sg.out_elems, s_);
+    owner_ = allocate_result<T>(m_, sg.out_elems, s_);
     return owner_.get();
   }
   T* output(int i, const step_geometry& sg) {
@@ -332,6 +341,7 @@ class executor {
     else ops::copy(out, in_, sg.out_elems, s_);
   }
 
+  const Mesh& m_;
   const plan_geometry& g_;
   stream_type s_;
   const T* in_;       // the current piece

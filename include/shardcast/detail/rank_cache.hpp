@@ -6,12 +6,14 @@
 ///   redistribute does no box arithmetic and no communicator lookup;
 /// - a host staging arena reused for pack/unpack buffers and for the pieces between the
 ///   steps of a plan. Results never live in it: the last step of a plan always writes
-///   into memory the result owns, so earlier results stay valid while the arena is reused.
+///   into memory the result owns, so earlier results stay valid while the arena is reused;
+/// - a pool that recycles the blocks of large results once their owners are gone.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -194,10 +196,98 @@ class staging_arena {
   bool busy_ = false;
 };
 
+/// Recycles the memory of large results. When the last owner of a result lets go, its
+/// block comes back here, and the next result of the same byte size reuses it: already
+/// mapped pages, so no page faults and no kernel clearing (which dominate a fresh
+/// multi-MiB allocation). Blocks smaller than `min_bytes` use the ordinary allocation;
+/// at most `max_free` blocks and `max_free_bytes` bytes wait for reuse (the oldest is
+/// released first). Results may be released on any thread: the free list has a mutex.
+class result_pool {
+ public:
+  static constexpr std::size_t min_bytes = std::size_t{256} << 10;
+  static constexpr std::size_t max_free = 4;
+  static constexpr std::size_t max_free_bytes = std::size_t{512} << 20;
+  static constexpr std::align_val_t block_align{64};
+
+  /// The shared free list; every result allocated here keeps it alive.
+  struct core {
+    std::mutex m;
+    std::vector<std::pair<std::size_t, void*>> free;  // (bytes, block), oldest first
+    std::size_t free_bytes = 0;
+    ~core() {
+      for (auto& b : free) ::operator delete(b.second, block_align);
+    }
+    void* take(std::size_t bytes) {
+      {
+        std::lock_guard lk(m);
+        for (std::size_t i = free.size(); i-- > 0;)
+          if (free[i].first == bytes) {
+            void* p = free[i].second;
+            free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
+            free_bytes -= bytes;
+            return p;
+          }
+      }
+      return ::operator new(bytes, block_align);
+    }
+    void give(void* p, std::size_t bytes) {
+      std::vector<void*> drop;
+      {
+        std::lock_guard lk(m);
+        if (bytes > max_free_bytes) {
+          drop.push_back(p);
+        } else {
+          free.emplace_back(bytes, p);
+          free_bytes += bytes;
+          while (free.size() > max_free || free_bytes > max_free_bytes) {
+            drop.push_back(free.front().second);
+            free_bytes -= free.front().first;
+            free.erase(free.begin());
+          }
+        }
+      }
+      for (void* q : drop) ::operator delete(q, block_align);
+    }
+  };
+
+  /// The allocator of allocate_shared: control block and elements in one pooled block.
+  template <class U>
+  struct allocator {
+    using value_type = U;
+    std::shared_ptr<core> c;
+    explicit allocator(std::shared_ptr<core> p) : c(std::move(p)) {}
+    template <class V>
+    allocator(const allocator<V>& o) : c(o.c) {}
+    U* allocate(std::size_t n) { return static_cast<U*>(c->take(n * sizeof(U))); }
+    void deallocate(U* p, std::size_t n) { c->give(p, n * sizeof(U)); }
+    template <class V>
+    friend bool operator==(const allocator& a, const allocator<V>& b) {
+      return a.c == b.c;
+    }
+  };
+
+  /// Storage for `n` elements (uninitialised), owned by the returned pointer.
+  template <class T>
+  std::shared_ptr<T> allocate(std::size_t n) {
+    std::shared_ptr<T[]> a = std::allocate_shared_for_overwrite<T[]>(allocator<T>(core_), n > 0 ? n : 1);
+    T* p = a.get();
+    return std::shared_ptr<T>(std::move(a), p);
+  }
+  /// Blocks waiting for reuse.
+  std::size_t free_blocks() const {
+    std::lock_guard lk(core_->m);
+    return core_->free.size();
+  }
+
+ private:
+  std::shared_ptr<core> core_ = std::make_shared<core>();
+};
+
 /// What a mesh keeps per rank for redistribute.
 struct rank_cache {
   geometry_cache geometry;
   staging_arena arena;
+  result_pool results;
 };
 
 }  // namespace shardcast::detail
