@@ -34,6 +34,15 @@
 #include "../error.hpp"
 #include "communicator.hpp"
 
+/// Barrier waiting policy of the host backend (see detail::group_state): spins before
+/// yielding, and microseconds of yielding before parking.
+#ifndef SHARDCAST_HOST_BARRIER_SPIN
+#define SHARDCAST_HOST_BARRIER_SPIN 64
+#endif
+#ifndef SHARDCAST_HOST_BARRIER_YIELD_US
+#define SHARDCAST_HOST_BARRIER_YIELD_US 200
+#endif
+
 namespace shardcast::host {
 
 /// Options of host::run.
@@ -69,25 +78,38 @@ inline std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(60000);
 }
 
-/// State shared by every rank of one host::run: the abort flag and the timeout.
+struct group_state;
+
+/// State shared by every rank of one host::run: the abort flag, the timeout, and the
+/// groups (communicators) made in it, so an abort can wake every rank parked in a barrier.
 struct world_state {
   std::atomic<bool> aborted{false};
-  std::mutex m;
+  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
   std::string reason;
   std::chrono::milliseconds timeout;
+  std::vector<group_state*> groups;
 
-  void abort(const std::string& why) {
-    {
-      std::lock_guard lk(m);
-      if (aborted.load()) return;
-      reason = why;
-    }
-    aborted.store(true);
-  }
+  inline void abort(const std::string& why);
   std::string why() {
     std::lock_guard lk(m);
     return reason;
   }
+};
+
+/// Pause instruction for spin-waiting (lets the sibling hyper-thread run).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// How a barrier waits: spin `spin` times, then yield the CPU for up to `yield_for`,
+/// then park (sleep until woken by the last arrival, an abort, or the deadline).
+struct barrier_tuning {
+  static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
+  static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
 };
 
 /// What one rank published for the collective in progress.
@@ -120,63 +142,140 @@ struct channel {
 };
 
 /// State of one communicator (a group of ranks): barrier, slots, channels.
+///
+/// Barrier: one 64-bit word holds the generation (high 32 bits) and the number of ranks
+/// that arrived in it (low 32 bits). A rank arrives with one fetch_add; the last one
+/// stores (generation + 1, 0), which releases the others. Waiters spin briefly, then
+/// yield the CPU (ranks often outnumber cores), then park on a condition variable that
+/// the releaser signals only when someone is parked (`parked`), so the common path takes
+/// no lock. std::atomic::wait would park without a mutex, but it has no timeout, and a
+/// waiter must still notice the timeout; a parked waiter sleeps until its deadline at
+/// the latest. An abort (world_state::abort) wakes the parked waiters of every group.
+/// A waiter that gives up (abort, timeout) withdraws its arrival with a compare-exchange
+/// that only succeeds while the generation is unchanged and the count is below the group
+/// size: once the last rank has arrived the barrier is complete for everyone, as before.
 struct group_state {
   std::shared_ptr<world_state> world;
   int size;
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  std::uint64_t generation = 0;
+  alignas(64) std::atomic<std::uint64_t> bar{0};   // (generation << 32) | arrived
+  alignas(64) std::atomic<int> parked{0};
+  std::mutex park_m;
+  std::condition_variable park_cv;
 
   group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+    std::lock_guard lk(world->m);
+    world->groups.push_back(this);
   }
+  ~group_state() {
+    std::lock_guard lk(world->m);
+    std::erase(world->groups, this);
+  }
+  group_state(const group_state&) = delete;
+  group_state& operator=(const group_state&) = delete;
 
   [[noreturn]] void throw_aborted(const char* where) {
     throw comm_error(std::string("shardcast::host: ") + where + " abandoned: " + world->why());
   }
+  [[noreturn]] void throw_timeout(const char* where) {
+    std::string msg = std::string("shardcast::host: ") + where + " timed out after " + std::to_string(world->timeout.count()) +
+                      " ms waiting for peers (a peer never arrived)";
+    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
+    // channel mutex (nothing takes one after those), never a park mutex.
+    world->abort(msg);
+    throw comm_error(msg);
+  }
 
-  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes.
+  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes
+  /// (point-to-point channels).
   template <class Lock, class Pred>
   void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
     const auto deadline = std::chrono::steady_clock::now() + world->timeout;
     while (!ready()) {
       if (world->aborted.load()) throw_aborted(where);
       auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        std::string msg = std::string("shardcast::host: ") + where + " timed out after " +
-                          std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
-        world->abort(msg);  // takes only the world's mutex, never a group's: no lock order to break
-        throw comm_error(msg);
-      }
+      if (now >= deadline) throw_timeout(where);
       c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
     }
   }
 
   void barrier(const char* where) {
-    if (world->aborted.load()) throw_aborted(where);
-    std::unique_lock lk(m);
-    const std::uint64_t gen = generation;
-    if (++arrived == size) {
-      arrived = 0;
-      ++generation;
-      lk.unlock();
-      cv.notify_all();
+    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+    const std::uint64_t old = bar.fetch_add(1, std::memory_order_acq_rel);
+    const auto gen = static_cast<std::uint32_t>(old >> 32);
+    if (static_cast<int>(old & 0xffffffffu) + 1 == size) {
+      bar.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
+      if (parked.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard lk(park_m); }  // a parked waiter is either before its check or inside wait()
+        park_cv.notify_all();
+      }
       return;
     }
-    try {
-      wait(cv, lk, [&] { return generation != gen; }, where);
-    } catch (...) {
-      // wait() may have released the lock on its way out (timeout path).
-      if (!lk.owns_lock()) lk.lock();
-      --arrived;
-      throw;
+    await(gen, where);
+  }
+
+  /// Wakes every waiter parked in this group's barrier (abort).
+  void wake_parked() {
+    { std::lock_guard lk(park_m); }
+    park_cv.notify_all();
+  }
+
+ private:
+  bool passed(std::uint32_t gen, std::memory_order o = std::memory_order_acquire) const {
+    return static_cast<std::uint32_t>(bar.load(o) >> 32) != gen;
+  }
+  /// Withdraws this rank's arrival in generation `gen`; false if the barrier completed.
+  bool withdraw(std::uint32_t gen) {
+    std::uint64_t cur = bar.load(std::memory_order_acquire);
+    while (static_cast<std::uint32_t>(cur >> 32) == gen && static_cast<int>(cur & 0xffffffffu) < size)
+      if (bar.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    return false;
+  }
+  /// The barrier completed (return), or this rank gives up: withdraw, then throw.
+  void give_up(std::uint32_t gen, const char* where, bool timed_out) {
+    if (!withdraw(gen)) return;
+    if (timed_out) throw_timeout(where);
+    throw_aborted(where);
+  }
+
+  void await(std::uint32_t gen, const char* where) {
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < barrier_tuning::spin; ++i) {
+      if (passed(gen)) return;
+      cpu_relax();
+    }
+    const auto start = clock::now();
+    const auto deadline = start + world->timeout;
+    while (clock::now() - start < barrier_tuning::yield_for) {
+      if (passed(gen)) return;
+      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
+      std::this_thread::yield();
+    }
+    while (true) {
+      if (passed(gen)) return;
+      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
+      if (clock::now() >= deadline) return give_up(gen, where, true);
+      std::unique_lock lk(park_m);
+      parked.fetch_add(1, std::memory_order_seq_cst);
+      // Checked after announcing ourselves: the releaser stores the generation, then reads
+      // `parked` (both seq_cst), so either we see the new generation or it sees us and
+      // signals under park_m, which we hold until wait_until releases it.
+      if (!passed(gen, std::memory_order_seq_cst) && !world->aborted.load(std::memory_order_seq_cst)) park_cv.wait_until(lk, deadline);
+      parked.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 };
+
+inline void world_state::abort(const std::string& why) {
+  std::lock_guard lk(m);
+  if (aborted.load()) return;
+  reason = why;
+  aborted.store(true, std::memory_order_seq_cst);
+  for (group_state* g : groups) g->wake_parked();  // world mutex, then the group's park mutex
+}
 
 }  // namespace detail
 
