@@ -172,9 +172,14 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
 /// results come from the mesh's result pool (recycled blocks: no page faults); the rest
 /// from memory_ops::allocate.
 template <class T, class Mesh>
-std::shared_ptr<T> allocate_result(const Mesh& m, std::size_t n, typename Mesh::stream_type s) {
+[[gnu::noinline]] std::shared_ptr<T> allocate_pooled(const Mesh& m, std::size_t n) {
+  return m.cache().results.template allocate<T>(n);
+}
+template <class T, class Mesh>
+inline std::shared_ptr<T> allocate_result(const Mesh& m, std::size_t n, typename Mesh::stream_type s) {
   if constexpr (std::same_as<typename Mesh::memory_space, host_memory>) {
-    if (n * sizeof(T) >= result_pool::min_bytes) return m.cache().results.template allocate<T>(n);
+    if (n * sizeof(T) >= result_pool::min_bytes) [[unlikely]]
+      return allocate_pooled<T>(m, n);
   }
   return memory_ops<typename Mesh::memory_space>::template allocate<T>(n, s);
 }
