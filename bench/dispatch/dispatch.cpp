@@ -202,6 +202,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("runtime_plan_2axis", runtime_plan_2axis);
   benchmark::RegisterBenchmark("runtime_plan_3axis", runtime_plan_3axis);
   benchmark::RegisterBenchmark("runtime_plan_4axis", runtime_plan_4axis);
+  benchmark::Initialize(&argc, argv);
   ratio_reporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);
   std::printf("\nstatic redistribute / hand-written raw calls (target <= 1.10 for the single-call cases;\n"

@@ -77,8 +77,8 @@ class mesh {
   }
 
   /// Internal to shardcast: what redistribute keeps on this rank between calls (plan
-  /// geometry, staging arena; see detail/rank_cache.hpp). Like the communicator, a mesh
-  /// is used by one thread at a time.
+  /// geometry, staging arena, pool of large result blocks; see detail/rank_cache.hpp).
+  /// Like the communicator, a mesh is used by one thread at a time.
   detail::rank_cache& cache() const { return s_->cache; }
 
   friend bool operator==(const mesh& a, const mesh& b) { return a.s_ == b.s_; }
