@@ -76,6 +76,17 @@ class dtensor {
       : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), layout_(l) {
     box_ = detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_);
   }
+  /// As above, for a caller that already knows this rank's local box (it must be the box
+  /// the layout gives this rank; redistribute passes the one it computed once per shape).
+  /// @param local this rank's box of global indices, e.g. on a 2x2 mesh, global 4x6,
+  ///        layout<shard<0>, shard<1>>, rank (1,0): offsets (2,0), extents (2,3)
+  dtensor(const Mesh& m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local)
+    requires(!std::same_as<Layout, dynamic_layout>)
+      : mesh_(m), global_(global), owner_(std::move(owner)), data_(data), box_(local) {}
+  dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local,
+          const runtime_layout& l)
+    requires std::same_as<Layout, dynamic_layout>
+      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), box_(local), layout_(l) {}
 
   /// The layout as a value.
   runtime_layout layout() const { return layout_.value(); }

@@ -16,6 +16,7 @@
 
 #include "comm/communicator.hpp"
 #include "comm/host.hpp"
+#include "detail/rank_cache.hpp"
 #include "error.hpp"
 #include "split.hpp"
 
@@ -75,6 +76,11 @@ class mesh {
     return *it->second;
   }
 
+  /// Internal to shardcast: what redistribute keeps on this rank between calls (plan
+  /// geometry, staging arena, pool of large result blocks; see detail/rank_cache.hpp).
+  /// Like the communicator, a mesh is used by one thread at a time.
+  detail::rank_cache& cache() const { return s_->cache; }
+
   friend bool operator==(const mesh& a, const mesh& b) { return a.s_ == b.s_; }
 
  private:
@@ -85,6 +91,7 @@ class mesh {
     std::array<int, N> coords{};
     std::array<std::unique_ptr<Comm>, N> axis{};
     std::map<unsigned, std::unique_ptr<Comm>> groups;
+    detail::rank_cache cache;
   };
 
   Comm make_group(unsigned mask) const {

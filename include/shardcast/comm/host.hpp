@@ -34,6 +34,26 @@
 #include "../error.hpp"
 #include "communicator.hpp"
 
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+#include <emmintrin.h>
+#endif
+
+/// Barrier waiting policy of the host backend (see detail::group_state): spins before
+/// yielding, and microseconds of yielding before parking.
+#ifndef SHARDCAST_HOST_BARRIER_SPIN
+#define SHARDCAST_HOST_BARRIER_SPIN 64
+#endif
+#ifndef SHARDCAST_HOST_BARRIER_YIELD_US
+#define SHARDCAST_HOST_BARRIER_YIELD_US 50
+#endif
+/// Collectives that touch at least this many bytes (read and written, over all ranks)
+/// store their output with non-temporal (streaming) stores where the CPU has them: the
+/// data would not stay in the caches anyway, and a streaming store does not read the
+/// destination line first, which saves a third of the memory traffic of a copy.
+#ifndef SHARDCAST_HOST_STREAM_BYTES
+#define SHARDCAST_HOST_STREAM_BYTES (std::size_t{32} << 20)
+#endif
+
 namespace shardcast::host {
 
 /// Options of host::run.
@@ -69,25 +89,88 @@ inline std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(60000);
 }
 
-/// State shared by every rank of one host::run: the abort flag and the timeout.
+struct group_state;
+
+/// State shared by every rank of one host::run: the abort flag, the timeout, and the
+/// groups (communicators) made in it, so an abort can wake every rank parked in a barrier.
 struct world_state {
   std::atomic<bool> aborted{false};
-  std::mutex m;
+  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
   std::string reason;
   std::chrono::milliseconds timeout;
+  std::vector<group_state*> groups;
 
-  void abort(const std::string& why) {
-    {
-      std::lock_guard lk(m);
-      if (aborted.load()) return;
-      reason = why;
-    }
-    aborted.store(true);
-  }
+  inline void abort(const std::string& why);
   std::string why() {
     std::lock_guard lk(m);
     return reason;
   }
+};
+
+/// Pause instruction for spin-waiting (lets the sibling hyper-thread run).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// memcpy of `n` bytes (no overlap) with non-temporal stores where available; the
+/// stores are fenced before returning, so a following barrier publishes them.
+inline void stream_copy(void* dst, const void* src, std::size_t n) {
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+  if (n < head + 64) {
+    std::memcpy(d, s, n);
+    return;
+  }
+  std::memcpy(d, s, head);
+  std::size_t i = head;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, n - i);
+  _mm_sfence();
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+/// out[i] = op(a[i], b[i]) (avg: the sum; divide with finish_avg). `out` does not alias.
+template <class T>
+inline void combine(T* __restrict out, const T* __restrict a, const T* __restrict b, std::size_t n, reduce_op op) {
+  switch (op) {
+    case reduce_op::sum:
+    case reduce_op::avg:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] + b[i]);
+      break;
+    case reduce_op::prod:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] * b[i]);
+      break;
+    case reduce_op::max:
+      for (std::size_t i = 0; i < n; ++i) out[i] = b[i] > a[i] ? b[i] : a[i];
+      break;
+    case reduce_op::min:
+      for (std::size_t i = 0; i < n; ++i) out[i] = b[i] < a[i] ? b[i] : a[i];
+      break;
+  }
+}
+
+/// How a barrier waits: spin `spin` times, then yield the CPU for up to `yield_for`,
+/// then park (sleep until woken by the last arrival, an abort, or the deadline).
+struct barrier_tuning {
+  static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
+  static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
 };
 
 /// What one rank published for the collective in progress.
@@ -120,63 +203,140 @@ struct channel {
 };
 
 /// State of one communicator (a group of ranks): barrier, slots, channels.
+///
+/// Barrier: one 64-bit word holds the generation (high 32 bits) and the number of ranks
+/// that arrived in it (low 32 bits). A rank arrives with one fetch_add; the last one
+/// stores (generation + 1, 0), which releases the others. Waiters spin briefly, then
+/// yield the CPU (ranks often outnumber cores), then park on a condition variable that
+/// the releaser signals only when someone is parked (`parked`), so the common path takes
+/// no lock. std::atomic::wait would park without a mutex, but it has no timeout, and a
+/// waiter must still notice the timeout; a parked waiter sleeps until its deadline at
+/// the latest. An abort (world_state::abort) wakes the parked waiters of every group.
+/// A waiter that gives up (abort, timeout) withdraws its arrival with a compare-exchange
+/// that only succeeds while the generation is unchanged and the count is below the group
+/// size: once the last rank has arrived the barrier is complete for everyone, as before.
 struct group_state {
   std::shared_ptr<world_state> world;
   int size;
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  std::uint64_t generation = 0;
+  alignas(64) std::atomic<std::uint64_t> bar{0};   // (generation << 32) | arrived
+  alignas(64) std::atomic<int> parked{0};
+  std::mutex park_m;
+  std::condition_variable park_cv;
 
   group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+    std::lock_guard lk(world->m);
+    world->groups.push_back(this);
   }
+  ~group_state() {
+    std::lock_guard lk(world->m);
+    std::erase(world->groups, this);
+  }
+  group_state(const group_state&) = delete;
+  group_state& operator=(const group_state&) = delete;
 
   [[noreturn]] void throw_aborted(const char* where) {
     throw comm_error(std::string("shardcast::host: ") + where + " abandoned: " + world->why());
   }
+  [[noreturn]] void throw_timeout(const char* where) {
+    std::string msg = std::string("shardcast::host: ") + where + " timed out after " + std::to_string(world->timeout.count()) +
+                      " ms waiting for peers (a peer never arrived)";
+    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
+    // channel mutex (nothing takes one after those), never a park mutex.
+    world->abort(msg);
+    throw comm_error(msg);
+  }
 
-  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes.
+  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes
+  /// (point-to-point channels).
   template <class Lock, class Pred>
   void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
     const auto deadline = std::chrono::steady_clock::now() + world->timeout;
     while (!ready()) {
       if (world->aborted.load()) throw_aborted(where);
       auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        std::string msg = std::string("shardcast::host: ") + where + " timed out after " +
-                          std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
-        world->abort(msg);  // takes only the world's mutex, never a group's: no lock order to break
-        throw comm_error(msg);
-      }
+      if (now >= deadline) throw_timeout(where);
       c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
     }
   }
 
   void barrier(const char* where) {
-    if (world->aborted.load()) throw_aborted(where);
-    std::unique_lock lk(m);
-    const std::uint64_t gen = generation;
-    if (++arrived == size) {
-      arrived = 0;
-      ++generation;
-      lk.unlock();
-      cv.notify_all();
+    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+    const std::uint64_t old = bar.fetch_add(1, std::memory_order_acq_rel);
+    const auto gen = static_cast<std::uint32_t>(old >> 32);
+    if (static_cast<int>(old & 0xffffffffu) + 1 == size) {
+      bar.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
+      if (parked.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard lk(park_m); }  // a parked waiter is either before its check or inside wait()
+        park_cv.notify_all();
+      }
       return;
     }
-    try {
-      wait(cv, lk, [&] { return generation != gen; }, where);
-    } catch (...) {
-      // wait() may have released the lock on its way out (timeout path).
-      if (!lk.owns_lock()) lk.lock();
-      --arrived;
-      throw;
+    await(gen, where);
+  }
+
+  /// Wakes every waiter parked in this group's barrier (abort).
+  void wake_parked() {
+    { std::lock_guard lk(park_m); }
+    park_cv.notify_all();
+  }
+
+ private:
+  bool passed(std::uint32_t gen, std::memory_order o = std::memory_order_acquire) const {
+    return static_cast<std::uint32_t>(bar.load(o) >> 32) != gen;
+  }
+  /// Withdraws this rank's arrival in generation `gen`; false if the barrier completed.
+  bool withdraw(std::uint32_t gen) {
+    std::uint64_t cur = bar.load(std::memory_order_acquire);
+    while (static_cast<std::uint32_t>(cur >> 32) == gen && static_cast<int>(cur & 0xffffffffu) < size)
+      if (bar.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    return false;
+  }
+  /// The barrier completed (return), or this rank gives up: withdraw, then throw.
+  void give_up(std::uint32_t gen, const char* where, bool timed_out) {
+    if (!withdraw(gen)) return;
+    if (timed_out) throw_timeout(where);
+    throw_aborted(where);
+  }
+
+  void await(std::uint32_t gen, const char* where) {
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < barrier_tuning::spin; ++i) {
+      if (passed(gen)) return;
+      cpu_relax();
+    }
+    const auto start = clock::now();
+    const auto deadline = start + world->timeout;
+    while (clock::now() - start < barrier_tuning::yield_for) {
+      if (passed(gen)) return;
+      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
+      std::this_thread::yield();
+    }
+    while (true) {
+      if (passed(gen)) return;
+      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
+      if (clock::now() >= deadline) return give_up(gen, where, true);
+      std::unique_lock lk(park_m);
+      parked.fetch_add(1, std::memory_order_seq_cst);
+      // Checked after announcing ourselves: the releaser stores the generation, then reads
+      // `parked` (both seq_cst), so either we see the new generation or it sees us and
+      // signals under park_m, which we hold until wait_until releases it.
+      if (!passed(gen, std::memory_order_seq_cst) && !world->aborted.load(std::memory_order_seq_cst)) park_cv.wait_until(lk, deadline);
+      parked.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 };
+
+inline void world_state::abort(const std::string& why) {
+  std::lock_guard lk(m);
+  if (aborted.load()) return;
+  reason = why;
+  aborted.store(true, std::memory_order_seq_cst);
+  for (group_state* g : groups) g->wake_parked();  // world mutex, then the group's park mutex
+}
 
 }  // namespace detail
 
@@ -202,13 +362,14 @@ class communicator {
     // Phase 1: this rank reduces its segment of every peer's input into its output.
     const std::size_t seg = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
     const std::size_t lo = std::min(count, seg * static_cast<std::size_t>(rank_)), hi = std::min(count, lo + seg);
-    reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); });
+    const bool st = streaming<T>(3 * static_cast<std::size_t>(n) * count);
+    reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); }, st);
     g_->barrier("all_reduce");
     // Phase 2: copy the other segments out of their owners' outputs.
     for (int q = 0; q < n; ++q) {
       if (q == rank_) continue;
       const std::size_t qlo = std::min(count, seg * static_cast<std::size_t>(q)), qhi = std::min(count, qlo + seg);
-      copy(recv + qlo, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].recv) + qlo, qhi - qlo);
+      copy(recv + qlo, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].recv) + qlo, qhi - qlo, st);
     }
     g_->barrier("all_reduce");
   }
@@ -217,8 +378,10 @@ class communicator {
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
     publish<T>(detail::op_kind::all_gather, count, send, recv);
     enter("all_gather");
+    const auto n = static_cast<std::size_t>(size());
+    const bool st = streaming<T>(2 * n * n * count);
     for (int q = 0; q < size(); ++q)
-      copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send), count);
+      copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send), count, st);
     g_->barrier("all_gather");
   }
 
@@ -227,7 +390,9 @@ class communicator {
     publish<T>(detail::op_kind::reduce_scatter, count, send, recv, op);
     enter("reduce_scatter");
     const std::size_t off = static_cast<std::size_t>(rank_) * count;
-    reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); });
+    const auto n = static_cast<std::size_t>(size());
+    reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); },
+                    streaming<T>((n * n + n) * count));
     g_->barrier("reduce_scatter");
   }
 
@@ -236,9 +401,11 @@ class communicator {
     SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
     publish<T>(detail::op_kind::all_to_all, count, send, recv);
     enter("all_to_all");
+    const auto n = static_cast<std::size_t>(size());
+    const bool st = streaming<T>(2 * n * n * count);
     for (int q = 0; q < size(); ++q)
       copy(recv + static_cast<std::size_t>(q) * count,
-           static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send) + static_cast<std::size_t>(rank_) * count, count);
+           static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send) + static_cast<std::size_t>(rank_) * count, count, st);
     g_->barrier("all_to_all");
   }
 
@@ -263,9 +430,12 @@ class communicator {
                            ", which expects " + std::to_string(sq.recv_counts[p]));
         }
       }
+    std::size_t mine = 0;
+    for (int q = 0; q < size(); ++q) mine += recv_counts[q];
+    const bool st = streaming<T>(2 * static_cast<std::size_t>(size()) * mine);  // every rank about as busy as this one
     for (int q = 0; q < size(); ++q) {
       const auto& sq = g_->slots[static_cast<std::size_t>(q)];
-      copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q]);
+      copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q], st);
     }
     g_->barrier("all_to_allv");
   }
@@ -276,7 +446,9 @@ class communicator {
                                                       " is outside the communicator of size " + std::to_string(size()));
     publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
     enter("broadcast");
-    if (rank_ != root) copy(buf, static_cast<const T*>(g_->slots[static_cast<std::size_t>(root)].send), count);
+    if (rank_ != root)
+      copy(buf, static_cast<const T*>(g_->slots[static_cast<std::size_t>(root)].send), count,
+           streaming<T>(2 * static_cast<std::size_t>(size() - 1) * count));
     g_->barrier("broadcast");
   }
 
@@ -406,24 +578,37 @@ class communicator {
                           std::to_string(size()));
   }
 
+  /// Does a collective that touches `elements` elements of T (over all ranks) stream its output?
   template <class T>
-  static void copy(T* dst, const T* src, std::size_t n) {
-    if (n && dst != src) std::memcpy(dst, src, n * sizeof(T));
+  static bool streaming(std::size_t elements) {
+    return elements * sizeof(T) >= SHARDCAST_HOST_STREAM_BYTES;
   }
 
-  /// out[i] = op over q of in(q)[off + i], blocked so the partial result stays in cache.
+  template <class T>
+  static void copy(T* dst, const T* src, std::size_t n, bool stream = false) {
+    if (!n || dst == src) return;
+    if (stream) detail::stream_copy(dst, src, n * sizeof(T));
+    else std::memcpy(dst, src, n * sizeof(T));
+  }
+
+  /// out[i] = op over q of in(q)[off + i], blocked so the partial result stays in L1:
+  /// the block is computed in a scratch array (`out` may alias an input) and stored once.
   template <class T, class In>
-  void reduce_range(T* out, std::size_t off, std::size_t n, reduce_op op, In in) {
-    constexpr std::size_t block = 8192 / sizeof(T) * 4;
+  void reduce_range(T* out, std::size_t off, std::size_t n, reduce_op op, In in, bool stream) {
+    constexpr std::size_t block = 16384 / sizeof(T);
     const int p = size();
+    alignas(64) T acc[block];
     for (std::size_t b = 0; b < n; b += block) {
       const std::size_t m = std::min(block, n - b);
-      // Read the first input into a scratch block before writing: `out` may alias an input.
-      alignas(64) T acc[block];
-      std::memcpy(acc, in(0) + off + b, m * sizeof(T));
-      for (int q = 1; q < p; ++q) shardcast::detail::accumulate(acc, in(q) + off + b, m, op);
+      if (p == 1) {
+        std::memcpy(acc, in(0) + off + b, m * sizeof(T));
+      } else {
+        detail::combine(acc, in(0) + off + b, in(1) + off + b, m, op);
+        for (int q = 2; q < p; ++q) shardcast::detail::accumulate(acc, in(q) + off + b, m, op);
+      }
       if (op == reduce_op::avg) shardcast::detail::finish_avg(acc, m, p);
-      std::memcpy(out + b, acc, m * sizeof(T));
+      if (stream) detail::stream_copy(out + b, acc, m * sizeof(T));
+      else std::memcpy(out + b, acc, m * sizeof(T));
     }
   }
 

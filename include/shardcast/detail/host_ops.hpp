@@ -16,9 +16,12 @@ struct memory_ops;
 
 template <>
 struct memory_ops<host_memory> {
+  /// Uninitialised storage for `n` elements and its control block in one allocation.
   template <class T>
   static std::shared_ptr<T> allocate(std::size_t n, host_stream = {}) {
-    return std::shared_ptr<T>(new T[n > 0 ? n : 1], std::default_delete<T[]>());
+    std::shared_ptr<T[]> a = std::make_shared_for_overwrite<T[]>(n > 0 ? n : 1);
+    T* p = a.get();
+    return std::shared_ptr<T>(std::move(a), p);
   }
   template <class T>
   static void copy(T* dst, const T* src, std::size_t n, host_stream = {}) {
@@ -43,7 +46,7 @@ struct memory_ops<host_memory> {
 
   /// Copies the elements of global `region` from `src` (holding `sb` row-major) to `dst`
   /// (holding `db` row-major). Runs of the innermost dims that are contiguous in both
-  /// buffers are copied with one memcpy.
+  /// buffers are copied as one run.
   template <class T>
   static void copy_region(const T* src, const box& sb, T* dst, const box& db, const box& region, host_stream = {}) {
     const int R = region.rank;
@@ -70,10 +73,17 @@ struct memory_ops<host_memory> {
       so += (region.off[d] - sb.off[d]) * sstride[d];
       doff += (region.off[d] - db.off[d]) * dstride[d];
     }
+    const std::size_t bytes = static_cast<std::size_t>(run) * sizeof(T);
+    if (inner == 1) {  // the common 2-D case: rows of a matrix
+      const std::int64_t rows = region.ext[0], ss = sstride[0] * static_cast<std::int64_t>(sizeof(T)),
+                         ds = dstride[0] * static_cast<std::int64_t>(sizeof(T));
+      copy_rows(reinterpret_cast<unsigned char*>(dst + doff), ds, reinterpret_cast<const unsigned char*>(src + so), ss, rows, bytes);
+      return;
+    }
     // Iterate the outer dims [0, inner) with an odometer.
     std::int64_t idx[SHARDCAST_MAX_RANK]{};
     while (true) {
-      std::memcpy(dst + doff, src + so, static_cast<std::size_t>(run) * sizeof(T));
+      copy_bytes(dst + doff, src + so, bytes);
       int d = inner - 1;
       for (; d >= 0; --d) {
         so += sstride[d];
@@ -84,6 +94,44 @@ struct memory_ops<host_memory> {
         idx[d] = 0;
       }
       if (d < 0) break;
+    }
+  }
+
+  /// `rows` runs of `bytes` bytes, `ds` / `ss` bytes apart; short fixed lengths get a copy
+  /// the compiler inlines.
+  static void copy_rows(unsigned char* d, std::int64_t ds, const unsigned char* s, std::int64_t ss, std::int64_t rows, std::size_t bytes) {
+    auto fixed = [&]<std::size_t B>() {
+      for (std::int64_t r = 0; r < rows; ++r) __builtin_memcpy(d + r * ds, s + r * ss, B);
+    };
+    switch (bytes) {
+      case 4: return fixed.template operator()<4>();
+      case 8: return fixed.template operator()<8>();
+      case 16: return fixed.template operator()<16>();
+      case 32: return fixed.template operator()<32>();
+      case 64: return fixed.template operator()<64>();
+      default:
+        for (std::int64_t r = 0; r < rows; ++r) copy_bytes(d + r * ds, s + r * ss, bytes);
+    }
+  }
+
+  /// memcpy of `n` bytes between buffers that do not overlap; short runs (the rows of a
+  /// strided pack or unpack of a small piece) are copied inline instead of by a call.
+  static void copy_bytes(void* d, const void* s, std::size_t n) {
+    auto* dd = static_cast<unsigned char*>(d);
+    const auto* ss = static_cast<const unsigned char*>(s);
+    if (n > 64) {
+      std::memcpy(dd, ss, n);
+    } else if (n >= 16) {  // 16-byte blocks, the last one overlapping the one before
+      for (std::size_t i = 0; i + 16 < n; i += 16) __builtin_memcpy(dd + i, ss + i, 16);
+      __builtin_memcpy(dd + n - 16, ss + n - 16, 16);
+    } else if (n >= 8) {
+      __builtin_memcpy(dd, ss, 8);
+      __builtin_memcpy(dd + n - 8, ss + n - 8, 8);
+    } else if (n >= 4) {
+      __builtin_memcpy(dd, ss, 4);
+      __builtin_memcpy(dd + n - 4, ss + n - 4, 4);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) dd[i] = ss[i];
     }
   }
 };

@@ -1,0 +1,293 @@
+#pragma once
+/// @file detail/rank_cache.hpp
+/// Per-rank state that `redistribute` keeps in the mesh between calls:
+/// - the geometry of every (static plan, global extents) already run on this rank (the
+///   boxes, chunk sizes and communicators of each step), so a repeated static
+///   redistribute does no box arithmetic and no communicator lookup;
+/// - a host staging arena reused for pack/unpack buffers and for the pieces between the
+///   steps of a plan. Results never live in it: the last step of a plan always writes
+///   into memory the result owns, so earlier results stay valid while the arena is reused;
+/// - a pool that recycles the blocks of large results once their owners are gone.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "../split.hpp"
+
+namespace shardcast::detail {
+
+/// What one step of a plan needs on this rank besides the data (for one mesh and one set
+/// of global extents). Counts are in elements.
+struct step_geometry {
+  box nb{};                   ///< this rank's box after the step
+  std::size_t in_elems = 0;   ///< volume of this rank's box before the step
+  std::size_t out_elems = 0;  ///< elements the step's output buffer holds (>= nb volume; reduce_scatter writes a padded chunk)
+  std::size_t chunk = 0;      ///< all_gather / reduce_scatter: elements per group member, padded to the largest piece
+  std::size_t stage_in = 0;   ///< staging written before the collective (pad, pack, all_to_all send)
+  std::size_t stage_out = 0;  ///< staging the collective writes (all_gather unpack, all_to_all recv)
+  int n = 1;                  ///< group size
+  bool in_place = false;      ///< all_gather / reduce_scatter: the pieces already lie as the collective needs them
+  bool keeper = true;         ///< identity step: this rank keeps the value (sum, prod)
+  std::uint32_t boxes = 0;    ///< first of this step's boxes in plan_geometry::boxes
+  std::uint32_t counts = 0;   ///< all_to_all: first of this step's 4n counts (send counts, send displs, recv counts, recv displs)
+  void* comm = nullptr;       ///< the step's group communicator (a `Mesh::comm_type*` owned by the mesh)
+};
+
+/// The geometry of a whole plan on one rank.
+struct plan_geometry {
+  std::vector<step_geometry> steps;
+  std::vector<box> boxes;            ///< member boxes (gather unpack, scatter pack) and all_to_all send/recv regions
+  std::vector<std::size_t> counts;   ///< all_to_all counts and displacements
+  std::size_t slot_elems = 0;        ///< largest output of a step that is not the last (kept in the arena between steps)
+  std::size_t in_elems = 0;          ///< largest stage_in of any step
+  std::size_t out_elems = 0;         ///< largest stage_out of any step
+  box src_box{};                     ///< this rank's box before the first step
+  int nsteps = 0;
+
+  /// Does any step need staging memory?
+  bool staged() const { return (slot_elems | in_elems | out_elems) != 0; }
+
+  const box& final_box() const { return steps.back().nb; }
+};
+
+/// Geometry of the static plans already run on this rank, keyed by the plan's address
+/// (a static plan is a constexpr object with static storage, so its address names it)
+/// and the global extents. The most recently used entry is checked first, inline; at
+/// most `capacity` entries are kept (the oldest is dropped first).
+class geometry_cache {
+ public:
+  static constexpr std::size_t capacity = 64;
+
+  /// The cached geometry for (key, ext[0..R)), or nullptr.
+  template <int R>
+  const plan_geometry* find(const void* key, const std::int64_t* ext) {
+    if (key == mru_key_ && R == mru_rank_) {
+      bool same = true;
+      for (int d = 0; d < R; ++d) same = same && ext[d] == mru_ext_[d];
+      if (same) return mru_;
+    }
+    return find_slow(key, ext, R);
+  }
+  /// Stores `g` (dropping the oldest entry when full) and makes it the most recent.
+  const plan_geometry& insert(const void* key, const std::int64_t* ext, int rank, plan_geometry g) {
+    if (entries_.size() == capacity) {
+      if (entries_.front().g.get() == mru_) mru_key_ = nullptr, mru_ = nullptr;
+      entries_.erase(entries_.begin());
+    }
+    entry e;
+    e.key = key;
+    e.rank = rank;
+    std::copy(ext, ext + rank, e.ext);
+    e.g = std::make_unique<plan_geometry>(std::move(g));
+    entries_.push_back(std::move(e));
+    use(entries_.back());
+    return *entries_.back().g;
+  }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  struct entry {
+    const void* key = nullptr;
+    int rank = 0;
+    std::int64_t ext[SHARDCAST_MAX_RANK]{};
+    std::unique_ptr<plan_geometry> g;
+  };
+  const plan_geometry* find_slow(const void* key, const std::int64_t* ext, int rank) {
+    for (entry& e : entries_)
+      if (e.key == key && e.rank == rank && std::equal(ext, ext + rank, e.ext)) {
+        use(e);
+        return e.g.get();
+      }
+    return nullptr;
+  }
+  void use(const entry& e) {
+    mru_key_ = e.key;
+    mru_rank_ = e.rank;
+    std::copy(e.ext, e.ext + e.rank, mru_ext_);
+    mru_ = e.g.get();
+  }
+  std::vector<entry> entries_;
+  const void* mru_key_ = nullptr;
+  int mru_rank_ = -1;
+  std::int64_t mru_ext_[SHARDCAST_MAX_RANK]{};
+  const plan_geometry* mru_ = nullptr;
+};
+
+/// Host staging memory reused across calls. One caller at a time holds it (a `lease`);
+/// a caller that asks while it is held gets a private allocation instead, so the arena
+/// is never shared by two calls in flight. (Like the rest of the mesh, the arena is used
+/// by one thread at a time: the flag guards nesting, not concurrency.) The memory grows
+/// to the largest request and is kept until the mesh is destroyed, so repeated calls
+/// touch pages that are already mapped (no page faults, no clearing).
+class staging_arena {
+ public:
+  static constexpr std::size_t align = 64;
+
+  class lease {
+   public:
+    lease() = default;
+    lease(const lease&) = delete;
+    lease& operator=(const lease&) = delete;
+    lease(lease&& o) noexcept : p_(o.p_), arena_(o.arena_), own_(std::move(o.own_)) {
+      o.p_ = nullptr;
+      o.arena_ = nullptr;
+    }
+    lease& operator=(lease&& o) noexcept {
+      if (this != &o) {
+        release();
+        p_ = o.p_;
+        arena_ = o.arena_;
+        own_ = std::move(o.own_);
+        o.p_ = nullptr;
+        o.arena_ = nullptr;
+      }
+      return *this;
+    }
+    ~lease() { release(); }
+    std::byte* get() const { return p_; }
+
+   private:
+    friend class staging_arena;
+    void release() {
+      if (arena_) arena_->busy_ = false;
+      arena_ = nullptr;
+    }
+    std::byte* p_ = nullptr;
+    staging_arena* arena_ = nullptr;
+    std::unique_ptr<std::byte[]> own_;
+  };
+
+  /// At least `bytes` bytes, 64-byte aligned, valid while the lease lives.
+  lease acquire(std::size_t bytes) {
+    lease l;
+    if (bytes == 0) return l;
+    if (busy_) {  // held by a call in flight: private memory
+      l.own_.reset(new std::byte[bytes + align]);
+      l.p_ = aligned(l.own_.get());
+      return l;
+    }
+    busy_ = true;
+    l.arena_ = this;
+    if (cap_ < bytes) {
+      const std::size_t grown = std::max(bytes, cap_ + cap_ / 2);
+      buf_.reset();  // release first, so old and new never coexist
+      cap_ = 0;
+      buf_.reset(new std::byte[grown + align]);
+      cap_ = grown;
+    }
+    l.p_ = aligned(buf_.get());
+    return l;
+  }
+  /// Bytes currently held.
+  std::size_t capacity() const { return cap_; }
+
+ private:
+  static std::byte* aligned(std::byte* p) {
+    const auto u = reinterpret_cast<std::uintptr_t>(p);
+    return p + ((align - u % align) % align);
+  }
+  std::unique_ptr<std::byte[]> buf_;
+  std::size_t cap_ = 0;
+  bool busy_ = false;
+};
+
+/// Recycles the memory of large results. When the last owner of a result lets go, its
+/// block comes back here, and the next result of the same byte size reuses it: already
+/// mapped pages, so no page faults and no kernel clearing (which dominate a fresh
+/// multi-MiB allocation). Blocks smaller than `min_bytes` use the ordinary allocation;
+/// at most `max_free` blocks and `max_free_bytes` bytes wait for reuse (the oldest is
+/// released first). Results may be released on any thread: the free list has a mutex.
+class result_pool {
+ public:
+  static constexpr std::size_t min_bytes = std::size_t{256} << 10;
+  static constexpr std::size_t max_free = 4;
+  static constexpr std::size_t max_free_bytes = std::size_t{512} << 20;
+  static constexpr std::align_val_t block_align{64};
+
+  /// The shared free list; every result allocated here keeps it alive.
+  struct core {
+    std::mutex m;
+    std::vector<std::pair<std::size_t, void*>> free;  // (bytes, block), oldest first
+    std::size_t free_bytes = 0;
+    ~core() {
+      for (auto& b : free) ::operator delete(b.second, block_align);
+    }
+    void* take(std::size_t bytes) {
+      {
+        std::lock_guard lk(m);
+        for (std::size_t i = free.size(); i-- > 0;)
+          if (free[i].first == bytes) {
+            void* p = free[i].second;
+            free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
+            free_bytes -= bytes;
+            return p;
+          }
+      }
+      return ::operator new(bytes, block_align);
+    }
+    void give(void* p, std::size_t bytes) {
+      std::vector<void*> drop;
+      {
+        std::lock_guard lk(m);
+        if (bytes > max_free_bytes) {
+          drop.push_back(p);
+        } else {
+          free.emplace_back(bytes, p);
+          free_bytes += bytes;
+          while (free.size() > max_free || free_bytes > max_free_bytes) {
+            drop.push_back(free.front().second);
+            free_bytes -= free.front().first;
+            free.erase(free.begin());
+          }
+        }
+      }
+      for (void* q : drop) ::operator delete(q, block_align);
+    }
+  };
+
+  /// The allocator of allocate_shared: control block and elements in one pooled block.
+  template <class U>
+  struct allocator {
+    using value_type = U;
+    std::shared_ptr<core> c;
+    explicit allocator(std::shared_ptr<core> p) : c(std::move(p)) {}
+    template <class V>
+    allocator(const allocator<V>& o) : c(o.c) {}
+    U* allocate(std::size_t n) { return static_cast<U*>(c->take(n * sizeof(U))); }
+    void deallocate(U* p, std::size_t n) { c->give(p, n * sizeof(U)); }
+    template <class V>
+    friend bool operator==(const allocator& a, const allocator<V>& b) {
+      return a.c == b.c;
+    }
+  };
+
+  /// Storage for `n` elements (uninitialised), owned by the returned pointer.
+  template <class T>
+  std::shared_ptr<T> allocate(std::size_t n) {
+    std::shared_ptr<T[]> a = std::allocate_shared_for_overwrite<T[]>(allocator<T>(core_), n > 0 ? n : 1);
+    T* p = a.get();
+    return std::shared_ptr<T>(std::move(a), p);
+  }
+  /// Blocks waiting for reuse.
+  std::size_t free_blocks() const {
+    std::lock_guard lk(core_->m);
+    return core_->free.size();
+  }
+
+ private:
+  std::shared_ptr<core> core_ = std::make_shared<core>();
+};
+
+/// What a mesh keeps per rank for redistribute.
+struct rank_cache {
+  geometry_cache geometry;
+  staging_arena arena;
+  result_pool results;
+};
+
+}  // namespace shardcast::detail

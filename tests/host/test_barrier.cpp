@@ -1,0 +1,163 @@
+// Stress tests of the host backend's barrier: many rounds on 1-8 ranks with exact
+// results, and aborts injected while the other ranks spin, yield or are parked, in the
+// whole group and in split sub-groups. Every case must end on every rank, the failed
+// rank's exception must be the one host::run rethrows, and the wake-up must come from
+// the abort (the timeout is set far beyond the time each case is allowed).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <shardcast/comm/host.hpp>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sc = shardcast;
+using namespace std::chrono_literals;
+
+namespace {
+struct injected : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Result of one run: what host::run rethrew, how many ranks saw comm_error, how long it took.
+struct outcome {
+  std::string what;
+  int comm_errors = 0;
+  std::chrono::steady_clock::duration took{};
+};
+
+template <class F>
+outcome run_ranks(int n, F f, std::chrono::milliseconds timeout) {
+  outcome o;
+  std::atomic<int> ce{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    sc::host::run(
+        n,
+        [&](sc::host::communicator& c) {
+          try {
+            f(c);
+          } catch (const sc::comm_error&) {
+            ++ce;
+            throw;
+          }
+        },
+        sc::host::options{timeout});
+  } catch (const std::exception& e) {
+    o.what = e.what();
+  }
+  o.took = std::chrono::steady_clock::now() - t0;
+  o.comm_errors = ce.load();
+  return o;
+}
+
+/// One round of collectives whose results are checked against values computed here.
+void round_trip(sc::host::communicator& c, int round, std::vector<std::string>& errors) {
+  const int n = c.size(), r = c.rank();
+  std::int64_t mine[3] = {r + round, 2 * r, round}, sum[3] = {};
+  c.all_reduce(mine, sum, 3, sc::reduce_op::sum);
+  const std::int64_t tri = static_cast<std::int64_t>(n) * (n - 1) / 2;
+  if (sum[0] != tri + static_cast<std::int64_t>(n) * round || sum[1] != 2 * tri || sum[2] != static_cast<std::int64_t>(n) * round)
+    errors.push_back("rank " + std::to_string(r) + " round " + std::to_string(round) + ": wrong all_reduce");
+  c.barrier();
+  std::int32_t x = r * 1000 + round;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(n));
+  c.all_gather(&x, all.data(), 1);
+  for (int q = 0; q < n; ++q)
+    if (all[static_cast<std::size_t>(q)] != q * 1000 + round) errors.push_back("rank " + std::to_string(r) + ": wrong all_gather");
+}
+}  // namespace
+
+TEST_CASE("many rounds of barriers and collectives stay exact on 1-8 ranks") {
+  for (int n = 1; n <= 8; ++n) {
+    std::vector<std::vector<std::string>> errors(static_cast<std::size_t>(n));
+    const outcome o = run_ranks(n, [&](sc::host::communicator& c) {
+      auto& err = errors[static_cast<std::size_t>(c.rank())];
+      for (int round = 0; round < 150; ++round) round_trip(c, round, err);
+      // The same on two sub-groups (even and odd ranks) made by split.
+      auto sub = c.split(c.rank() % 2, c.rank());
+      for (int round = 0; round < 50; ++round) round_trip(sub, round, err);
+    }, 30000ms);
+    CHECK_MESSAGE(o.what.empty(), "n=" << n << ": " << o.what);
+    for (auto& e : errors)
+      for (auto& s : e) FAIL_CHECK("n=" << n << ": " << s);
+  }
+}
+
+TEST_CASE("an abort wakes ranks that spin, yield or are parked in a barrier") {
+  // 0: the others are still spinning; 100 us: yielding; 30 ms: parked.
+  for (auto delay : {0us, 100us, 30000us})
+    for (int n : {2, 3, 5, 8}) {
+      const outcome o = run_ranks(n, [&](sc::host::communicator& c) {
+        if (c.rank() == n - 1) {
+          std::this_thread::sleep_for(delay);
+          throw injected("rank gave up");
+        }
+        for (;;) c.barrier();  // never completes: rank n-1 is gone
+      }, 30000ms);
+      CHECK_MESSAGE(o.what.find("rank gave up") != std::string::npos, "n=" << n << ": " << o.what);
+      CHECK(o.comm_errors == n - 1);
+      CHECK(o.took < 5s);  // woken by the abort, not by the 30 s timeout
+    }
+}
+
+TEST_CASE("an abort wakes ranks parked in other groups' barriers") {
+  const outcome o = run_ranks(4, [&](sc::host::communicator& c) {
+    auto pair = c.split(c.rank() / 2, c.rank());  // {0,1} and {2,3}
+    pair.barrier();
+    if (c.rank() == 3) {
+      std::this_thread::sleep_for(30ms);  // everyone else is parked by now
+      throw injected("rank 3 failed");
+    }
+    if (c.rank() == 2) pair.barrier();  // waits for rank 3 in the pair's group
+    else c.barrier();                   // waits for ranks 2 and 3 in the whole group
+  }, 30000ms);
+  CHECK(o.what.find("rank 3 failed") != std::string::npos);
+  CHECK(o.comm_errors == 3);
+  CHECK(o.took < 5s);
+}
+
+TEST_CASE("random abort points during many rounds end every rank with the right exception") {
+  std::mt19937 g(20261202);
+  for (int k = 0; k < 40; ++k) {
+    const int n = 1 + static_cast<int>(g() % 8);
+    const int thrower = static_cast<int>(g() % static_cast<unsigned>(n));
+    const int at = static_cast<int>(g() % 60);
+    static const int delays_us[] = {0, 20, 300, 5000};
+    const auto delay = std::chrono::microseconds(delays_us[g() % 4]);
+    std::vector<std::vector<std::string>> errors(static_cast<std::size_t>(n));
+    const outcome o = run_ranks(n, [&](sc::host::communicator& c) {
+      auto& err = errors[static_cast<std::size_t>(c.rank())];
+      for (int round = 0; round < 60; ++round) {
+        if (c.rank() == thrower && round == at) {
+          std::this_thread::sleep_for(delay);
+          throw injected("injected at round " + std::to_string(at));
+        }
+        round_trip(c, round, err);
+      }
+    }, 30000ms);
+    INFO("case " << k << ": n=" << n << " thrower=" << thrower << " at=" << at << " delay=" << delay.count() << "us");
+    CHECK(o.what == "injected at round " + std::to_string(at));
+    CHECK(o.comm_errors == n - 1);  // every peer was inside (or entering) a collective of that round
+    CHECK(o.took < 5s);
+    for (auto& e : errors)
+      for (auto& s : e) FAIL_CHECK(s);
+  }
+}
+
+TEST_CASE("parked ranks still time out when a peer never arrives") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const outcome o = run_ranks(4, [&](sc::host::communicator& c) {
+    if (c.rank() == 0) return;  // never enters the barrier
+    c.barrier();
+  }, 150ms);
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  CHECK(dt >= 150ms);
+  CHECK(dt < 5s);
+  CHECK(o.what.find("timed out") != std::string::npos);
+  CHECK(o.comm_errors == 3);
+}
