@@ -80,11 +80,15 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
 template <class T, int R, class Mesh>
 dtensor<T, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                   typename Mesh::stream_type s = {}) {
-  const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
-  if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
-  const detail::plan_geometry g = detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R);
-  auto [owner, data] = detail::execute_steps(x, p.steps, p.nsteps, g, s);
-  return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, g.final_box(), to);
+  auto& cache = x.mesh().cache().plans;
+  const auto* e = cache.find(x.layout(), to, x.global_extents().data(), R);
+  if (!e) {
+    const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+    if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
+    e = &cache.insert(x.global_extents().data(), R, p, detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
+  }
+  auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
+  return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
 }
 
 /// Runs an explicit plan on a dynamic-layout tensor (the plan's source must be x's layout).

@@ -1,74 +1,60 @@
 #pragma once
 /// @file comm/mpi_nccl.hpp
 /// Bootstraps NCCL from MPI: rank 0 of an MPI communicator creates an ncclUniqueId,
-/// MPI_Bcast hands it to every rank, and each rank calls ncclCommInitRank on its device.
-/// MPI then only carries the bootstrap; tensor data moves over NCCL.
+/// MPI_Bcast hands it to every rank, and each rank joins a `shardcast::nccl::communicator`
+/// (non-blocking, aborted on a timeout or a peer's failure) on its device. MPI then only
+/// carries the bootstrap; tensor data moves over NCCL.
+///
+/// @code
+///   shardcast::mpi::communicator world(MPI_COMM_WORLD);
+///   auto gpus = shardcast::mpi::make_nccl_communicator(world, local_rank);  // collective
+///   auto m = shardcast::make_mesh(gpus, std::array<int, 2>{2, world.size() / 2});
+/// @endcode
 
+#include <cuda_runtime.h>
 #include <mpi.h>
 #include <nccl.h>
-#include <cuda_runtime.h>
 
 #include <string>
-#include <utility>
 
 #include "../error.hpp"
 #include "mpi.hpp"
+#include "nccl.hpp"
 
 namespace shardcast::mpi {
 
-/// Owns an ncclComm_t made by make_nccl_communicator; destroys it on destruction.
-class nccl_comm {
- public:
-  nccl_comm() = default;
-  explicit nccl_comm(ncclComm_t c) : c_(c) {}
-  nccl_comm(const nccl_comm&) = delete;
-  nccl_comm& operator=(const nccl_comm&) = delete;
-  nccl_comm(nccl_comm&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
-  nccl_comm& operator=(nccl_comm&& o) noexcept {
-    if (this != &o) {
-      reset();
-      c_ = std::exchange(o.c_, nullptr);
-    }
-    return *this;
-  }
-  ~nccl_comm() { reset(); }
-
-  /// The NCCL communicator (still owned by this object).
-  ncclComm_t get() const { return c_; }
-  /// Gives up ownership; the caller must ncclCommDestroy the result.
-  ncclComm_t release() { return std::exchange(c_, nullptr); }
-  explicit operator bool() const { return c_ != nullptr; }
-
- private:
-  void reset() {
-    if (c_) ncclCommDestroy(c_);
-    c_ = nullptr;
-  }
-  ncclComm_t c_ = nullptr;
-};
-
-/// Collective over `comm`: makes an NCCL communicator with the same ranks and rank
-/// order, using CUDA device `device` on this rank. Throws comm_error on failure.
-inline nccl_comm make_nccl_communicator(MPI_Comm comm, int device) {
+/// Collective over `comm`: selects CUDA device `device` on this rank and returns an owned
+/// NCCL communicator with the same ranks, in the same order, as `comm`.
+/// @param device this rank's GPU (one GPU per rank: NCCL refuses two ranks on one device)
+/// @param o timeout of the NCCL communicator (nccl::options)
+/// @throws comm_error if MPI, CUDA or NCCL fails (the NCCL message is included)
+inline nccl::communicator make_nccl_communicator(MPI_Comm comm, int device, nccl::options o = {}) {
   int rank = 0, size = 0;
   SHARDCAST_MPI_TRY(MPI_Comm_rank(comm, &rank));
   SHARDCAST_MPI_TRY(MPI_Comm_size(comm, &size));
   ncclUniqueId id{};
+  int ok = 1;
+  std::string why;
   if (rank == 0) {
     const ncclResult_t r = ncclGetUniqueId(&id);
-    if (r != ncclSuccess) throw comm_error(std::string("shardcast::mpi: ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+    if (r != ncclSuccess) {
+      ok = 0;
+      why = std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r);
+    }
   }
+  // Rank 0's failure reaches every rank before anyone waits in NCCL.
+  SHARDCAST_MPI_TRY(MPI_Bcast(&ok, 1, MPI_INT, 0, comm));
+  if (!ok) throw comm_error("shardcast::mpi::make_nccl_communicator: " + (rank == 0 ? why : std::string("rank 0 could not create the NCCL id")));
   SHARDCAST_MPI_TRY(MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, comm));
   const cudaError_t ce = cudaSetDevice(device);
   if (ce != cudaSuccess)
-    throw comm_error(std::string("shardcast::mpi: cudaSetDevice(") + std::to_string(device) + ") failed: " + cudaGetErrorString(ce));
-  ncclComm_t c = nullptr;
-  const ncclResult_t r = ncclCommInitRank(&c, size, id, rank);
-  if (r != ncclSuccess) throw comm_error(std::string("shardcast::mpi: ncclCommInitRank failed: ") + ncclGetErrorString(r));
-  return nccl_comm(c);
+    throw comm_error("shardcast::mpi::make_nccl_communicator: cudaSetDevice(" + std::to_string(device) + ") failed: " + cudaGetErrorString(ce));
+  return nccl::communicator(id, size, rank, o);
 }
 
 /// Same, from a shardcast MPI communicator.
-inline nccl_comm make_nccl_communicator(const communicator& comm, int device) { return make_nccl_communicator(comm.native(), device); }
+inline nccl::communicator make_nccl_communicator(const communicator& comm, int device, nccl::options o = {}) {
+  return make_nccl_communicator(comm.native(), device, o);
+}
 
 }  // namespace shardcast::mpi

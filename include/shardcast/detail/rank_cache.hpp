@@ -17,6 +17,7 @@
 #include <new>
 #include <vector>
 
+#include "../plan.hpp"
 #include "../split.hpp"
 
 namespace shardcast::detail {
@@ -284,8 +285,51 @@ class result_pool {
 };
 
 /// What a mesh keeps per rank for redistribute.
+/// Run-time plans (and their geometry) of the dynamic-layout redistributes already run on
+/// this rank, keyed by source, target and global extents (the mesh shape is the mesh's).
+/// Planning over the whole layout space costs tens of microseconds to milliseconds for
+/// 3-4 axis meshes, so a repeated dynamic redistribute looks its plan up instead. At most
+/// `capacity` entries are kept (the oldest is dropped first).
+class runtime_plan_cache {
+ public:
+  static constexpr std::size_t capacity = 64;
+  struct entry {
+    runtime_layout src, dst;
+    int rank = 0;
+    std::int64_t ext[SHARDCAST_MAX_RANK]{};
+    plan p;
+    plan_geometry g;
+  };
+
+  /// The cached entry for (src, dst, ext[0..rank)), or nullptr.
+  const entry* find(const runtime_layout& src, const runtime_layout& dst, const std::int64_t* ext, int rank) const {
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+      const entry& e = **it;
+      if (e.rank == rank && e.src == src && e.dst == dst && std::equal(ext, ext + rank, e.ext)) return &e;
+    }
+    return nullptr;
+  }
+  const entry& insert(const std::int64_t* ext, int rank, const plan& p, plan_geometry g) {
+    if (entries_.size() == capacity) entries_.erase(entries_.begin());
+    auto e = std::make_unique<entry>();
+    e->src = p.src;
+    e->dst = p.dst;
+    e->rank = rank;
+    std::copy(ext, ext + rank, e->ext);
+    e->p = p;
+    e->g = std::move(g);
+    entries_.push_back(std::move(e));
+    return *entries_.back();
+  }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<entry>> entries_;
+};
+
 struct rank_cache {
   geometry_cache geometry;
+  runtime_plan_cache plans;
   staging_arena arena;
   result_pool results;
 };
