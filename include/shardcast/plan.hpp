@@ -20,8 +20,11 @@
 ///   2. all_to_all          axes {0,1}  S(1),S(0)   -> S(0),S(1)
 ///   3. all_gather          axes {1}    S(0),S(1)   -> S(0),R
 ///
-/// The same code runs at compile time (static_plan, costed on a canonical mesh where
-/// every axis has size 4) and at run time with the real mesh shape and extents.
+/// The same code runs at compile time (static_plans: the optimal plans on canonical meshes
+/// whose axes all have size 4 and all have size 2) and at run time with the real mesh
+/// shape and extents. A static redistribute runs the candidate that is cheapest on the
+/// real mesh, or the run-time plan when that is strictly cheaper (decided once per mesh
+/// and extents, then cached).
 /// tests/host/test_plan_table.cpp checks the choice for every layout pair against an
 /// independent brute-force search and the predicted bytes against a counting communicator.
 
@@ -451,22 +454,95 @@ plan make_plan(const runtime_layout& src, const runtime_layout& dst, const std::
 }
 
 namespace detail {
-/// The canonical mesh a static plan is costed on: every axis of size 4, every extent 4^(N+1).
-constexpr plan canonical_plan(const runtime_layout& src, const runtime_layout& dst, int rank) {
+/// A canonical mesh a static plan is costed on: every axis of size `s`, every extent s^(N+1).
+constexpr plan canonical_plan(const runtime_layout& src, const runtime_layout& dst, int rank, int s = 4) {
   int shape[SHARDCAST_MAX_AXES]{};
   std::int64_t ext[SHARDCAST_MAX_RANK]{};
-  std::int64_t e = 4;
+  std::int64_t e = s;
   for (int a = 0; a < src.naxes; ++a) {
-    shape[a] = 4;
-    e *= 4;
+    shape[a] = s;
+    e *= s;
   }
   for (int d = 0; d < rank; ++d) ext[d] = e;
   return make_plan(src, dst, shape, ext, rank);
 }
+
+constexpr bool same_steps(const plan& a, const plan& b) {
+  if (a.nsteps != b.nsteps) return false;
+  for (int i = 0; i < a.nsteps; ++i)
+    if (a[i].kind != b[i].kind || a[i].axes != b[i].axes || a[i].op != b[i].op || !(a[i].to == b[i].to)) return false;
+  return true;
+}
+
+/// What `p` costs on a mesh of `shape` with global extents `ext` (the planner's measure).
+constexpr cost plan_cost(const plan& p, const int* shape, const std::int64_t* ext, int rank) {
+  cost c;
+  for (int i = 0; i < p.nsteps; ++i) {
+    c.elements += step_cost(p[i], shape, ext, rank);
+    c.collectives += is_collective(p[i].kind) ? 1 : 0;
+  }
+  c.steps = p.nsteps;
+  return c;
+}
 }  // namespace detail
 
-/// The compile-time plan from layout type `From` to `To` for a rank-`R` tensor.
+/// The plans a static redistribute chooses from, made at compile time: the optimal plan
+/// on a canonical mesh whose axes all have size 4 (`p[0]`, which is `static_plan`) and,
+/// when it differs, the optimal plan on one whose axes all have size 2. Large axes make
+/// hierarchical plans pay (e.g. "P(sum),R" -> "S(0),R" on 4x4 sends 3/8 of the tensor as
+/// slice + reduce_scatter + all_gather instead of 3/4 as one reduce_scatter); on size-2
+/// axes both send 1/2 and one collective wins the tie.
+struct plan_set {
+  plan p[2]{};
+  int n = 0;
+
+  constexpr const plan& operator[](int i) const { return p[i]; }
+  constexpr int size() const { return n; }
+};
+
+namespace detail {
+constexpr plan_set candidate_plans(const runtime_layout& src, const runtime_layout& dst, int rank) {
+  plan_set s;
+  s.p[0] = canonical_plan(src, dst, rank, 4);
+  s.n = 1;
+  const plan two = canonical_plan(src, dst, rank, 2);
+  if (!same_steps(two, s.p[0])) s.p[s.n++] = two;
+  return s;
+}
+
+/// Which plan a static redistribute runs on a real mesh: `choice` indexes the candidates,
+/// or is -1 when the run-time planner found a strictly cheaper plan (`p` then holds it).
+struct plan_choice {
+  int choice = 0;
+  plan p;
+};
+
+/// The cheapest candidate on the real mesh (ties: the lower index), unless make_plan
+/// with the real shape and extents finds one strictly cheaper. Deterministic: every
+/// rank of a mesh makes the same choice.
+inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::int64_t* ext, int rank) {
+  plan_choice r;
+  cost best = plan_cost(ps[0], shape, ext, rank);
+  for (int i = 1; i < ps.size(); ++i) {
+    const cost c = plan_cost(ps[i], shape, ext, rank);
+    if (c < best) best = c, r.choice = i;
+  }
+  r.p = ps[r.choice];
+  const plan opt = make_plan(ps[0].src, ps[0].dst, shape, ext, rank);
+  const cost oc{opt.elements, opt.collectives, opt.nsteps};
+  if (oc < best) r.choice = -1, r.p = opt;
+  r.p.elements = plan_cost(r.p, shape, ext, rank).elements;
+  return r;
+}
+}  // namespace detail
+
+/// The compile-time candidate plans from layout type `From` to `To` for a rank-`R` tensor.
 template <class From, class To, int R>
-inline constexpr plan static_plan = detail::canonical_plan(From::desc, To::desc, R);
+inline constexpr plan_set static_plans = detail::candidate_plans(From::desc, To::desc, R);
+
+/// The compile-time plan from layout type `From` to `To` for a rank-`R` tensor, optimal on
+/// a canonical mesh whose axes all have size 4 (the first of `static_plans`).
+template <class From, class To, int R>
+inline constexpr const plan& static_plan = static_plans<From, To, R>.p[0];
 
 }  // namespace shardcast

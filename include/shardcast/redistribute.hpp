@@ -1,8 +1,8 @@
 #pragma once
 /// @file redistribute.hpp
-/// `redistribute<To>(x [, stream])`: converts a dtensor to another layout with the plan
-/// the planner chose at compile time (`static_plan<From, To, R>`), executed as a fold
-/// over its steps. For dynamic-layout tensors, `redistribute(x, layout [, stream])`
+/// `redistribute<To>(x [, stream])`: converts a dtensor to another layout with a plan
+/// the planner made at compile time (one of `static_plans<From, To, R>`, the cheapest on
+/// the real mesh), executed as a fold over its steps. For dynamic-layout tensors, `redistribute(x, layout [, stream])`
 /// plans at run time with the real mesh shape and extents. The input is never modified;
 /// redistributing to the same layout returns a handle sharing the input's storage.
 ///
@@ -10,6 +10,7 @@
 ///   auto y = shardcast::redistribute<shardcast::layout<shardcast::replicate, shardcast::shard<1>>>(x);
 /// @endcode
 
+#include <memory>
 #include <utility>
 
 #include "detail/executor.hpp"
@@ -30,9 +31,67 @@ std::pair<std::shared_ptr<T>, T*> execute_steps(const dtensor<T, R, L, Mesh>& x,
 }
 }  // namespace detail
 
-/// Converts `x` to layout `To`; the plan is a compile-time constant. The first call for a
-/// given mesh and global extents computes the plan's geometry on this rank (boxes, chunk
-/// sizes, group communicators) and keeps it in the mesh; later calls reuse it.
+namespace detail {
+/// The first static redistribute of `ps` for a mesh and extents: chooses the plan among
+/// `ps` on the real mesh (detail::choose_plan), computes its geometry and caches both.
+template <int R, class Mesh>
+[[gnu::cold]] const plan_geometry& insert_static_geometry(const Mesh& m, const plan_set& ps, const std::int64_t* ext) {
+  plan_choice c = choose_plan(ps, m.shape().data(), ext, R);
+  plan_geometry g = make_geometry(m, c.p.steps, c.p.nsteps, ext, R);
+  g.choice = c.choice;
+  if (c.choice < 0) g.own = std::make_unique<plan>(c.p);
+  return m.cache().geometry.insert(&ps, ext, R, std::move(g));
+}
+
+/// What a run of a plan produced on this rank: the result's owner, its data and its box.
+template <class T>
+struct run_result {
+  std::shared_ptr<T> owner;
+  T* data;
+  const box* nb;
+};
+
+/// Runs candidate I of PS, its steps unrolled at compile time.
+template <const plan_set& PS, int I, class T, int R, class From, class Mesh>
+run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s) {
+  constexpr const plan& p = PS.p[I];
+  const Mesh& m = x.mesh();
+  if constexpr (p.nsteps == 1 && (p.steps[0].kind == step_kind::all_gather || p.steps[0].kind == step_kind::reduce_scatter ||
+                                  p.steps[0].kind == step_kind::all_reduce)) {
+    // One collective on pieces that already lie in place: allocate the result, one call.
+    const step_geometry& sg = g.steps[0];
+    if (!g.staged()) {
+      auto owner = allocate_result<T>(m, sg.out_elems, s);
+      auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
+      if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), owner.get(), sg.chunk, s);
+      else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), owner.get(), sg.chunk, p.steps[0].op, s);
+      else c.all_reduce(x.data(), owner.get(), sg.in_elems, p.steps[0].op, s);
+      T* data = owner.get();
+      return {std::move(owner), data, &sg.nb};
+    }
+  }
+  executor<T, Mesh> ex(m, g, x.data(), s);
+  [&]<std::size_t... J>(std::index_sequence<J...>) {
+    (ex.template run<p.steps[J].kind, J + 1 == static_cast<std::size_t>(p.nsteps)>(p.steps[J], static_cast<int>(J)), ...);
+  }(std::make_index_sequence<static_cast<std::size_t>(p.nsteps)>{});
+  T* data = ex.data();
+  return {ex.take_owner(), data, &g.final_box()};
+}
+
+/// A static redistribute whose mesh chose the run-time plan (kept out of line).
+template <class T, int R, class From, class Mesh>
+[[gnu::noinline]] run_result<T> run_dynamic(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s) {
+  auto [owner, data] = execute_steps(x, g.own->steps, g.own->nsteps, g, s);
+  return {std::move(owner), data, &g.final_box()};
+}
+}  // namespace detail
+
+/// Converts `x` to layout `To`. The candidate plans are compile-time constants
+/// (`static_plans<From, To, R>`); the first call for a given mesh and global extents picks
+/// the one that is cheapest on the real mesh (or the run-time plan, when the run-time
+/// planner finds a strictly cheaper one), computes its geometry on this rank (boxes, chunk
+/// sizes, group communicators) and keeps both in the mesh; later calls reuse them, and
+/// run the chosen candidate with its steps unrolled at compile time.
 /// @tparam To target layout, e.g. on a 2x2 mesh, global 4x6: x of layout<shard<0>, replicate>
 ///         holds 2x6 per rank; redistribute<layout<replicate, shard<1>>>(x) gives 4x3 per rank
 /// @param x input (unchanged)
@@ -44,35 +103,38 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
   static_assert(check_layout<To, Mesh::naxes, R>());
   static_assert(detail::same_op_partials(To::desc),
                 "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
-  constexpr const plan& p = static_plan<From, To, R>;
-  if constexpr (p.nsteps == 0) {
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  if constexpr (ps.p[0].nsteps == 0) {
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box());
   } else {
-    const Mesh& m = x.mesh();
     const std::int64_t* ext = x.global_extents().data();
-    detail::geometry_cache& cache = m.cache().geometry;
-    const detail::plan_geometry* g = cache.find<R>(&p, ext);
-    if (!g) g = &cache.insert(&p, ext, R, detail::make_geometry(m, p.steps, p.nsteps, ext, R));
-    if constexpr (p.nsteps == 1 && (p.steps[0].kind == step_kind::all_gather || p.steps[0].kind == step_kind::reduce_scatter ||
-                                    p.steps[0].kind == step_kind::all_reduce)) {
-      // One collective on pieces that already lie in place: allocate the result, one call.
-      const detail::step_geometry& sg = g->steps[0];
-      if (!g->staged()) {
-        auto owner = detail::allocate_result<T>(m, sg.out_elems, s);
-        auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
-        if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), owner.get(), sg.chunk, s);
-        else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), owner.get(), sg.chunk, p.steps[0].op, s);
-        else c.all_reduce(x.data(), owner.get(), sg.in_elems, p.steps[0].op, s);
-        T* data = owner.get();
-        return dtensor<T, R, To, Mesh>(m, x.global_extents(), std::move(owner), data, sg.nb);
-      }
-    }
-    detail::executor<T, Mesh> ex(m, *g, x.data(), s);
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (ex.template run<p.steps[I].kind, I + 1 == static_cast<std::size_t>(p.nsteps)>(p.steps[I], static_cast<int>(I)), ...);
-    }(std::make_index_sequence<static_cast<std::size_t>(p.nsteps)>{});
-    return dtensor<T, R, To, Mesh>(m, x.global_extents(), ex.take_owner(), ex.data(), g->final_box());
+    const detail::plan_geometry* gp = x.mesh().cache().geometry.template find<R>(&ps, ext);
+    if (!gp) [[unlikely]]
+      gp = &detail::insert_static_geometry<R>(x.mesh(), ps, ext);
+    const detail::plan_geometry& g = *gp;
+    constexpr int second = ps.n > 1 ? 1 : 0;
+    detail::run_result<T> r = g.choice == 0        ? detail::run_static<static_plans<From, To, R>, 0>(x, g, s)
+                              : g.choice == second ? detail::run_static<static_plans<From, To, R>, second>(x, g, s)
+                                                   : detail::run_dynamic(x, g, s);
+    return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), std::move(r.owner), r.data, *r.nb);
   }
+}
+
+/// The plan `redistribute<To>(x)` runs for x's mesh and global extents (see above); its
+/// `elements` are what it costs there. Not collective; every rank gets the same plan.
+template <class To, class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+plan plan_for(const dtensor<T, R, From, Mesh>& x) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  if constexpr (ps.p[0].nsteps == 0) return ps.p[0];
+  else return detail::choose_plan(ps, x.mesh().shape().data(), x.global_extents().data(), R).p;
+}
+
+/// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents).
+template <class T, int R, class Mesh>
+plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  return make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
 }
 
 /// Converts a dynamic-layout tensor to `to`, planned at run time for the real mesh and extents.

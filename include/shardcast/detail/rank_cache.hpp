@@ -49,6 +49,8 @@ struct plan_geometry {
   std::size_t out_elems = 0;         ///< largest stage_out of any step
   box src_box{};                     ///< this rank's box before the first step
   int nsteps = 0;
+  int choice = 0;                    ///< static redistribute: which of static_plans runs, -1: `own`
+  std::unique_ptr<plan> own;         ///< static redistribute: the run-time plan, when strictly cheaper than every candidate
 
   /// Does any step need staging memory?
   bool staged() const { return (slot_elems | in_elems | out_elems) != 0; }

@@ -1,0 +1,164 @@
+// A static redistribute runs a plan that is optimal on the real mesh, not only on the
+// canonical mesh it was planned on at compile time. For every pair of rank-2 layouts on
+// two mesh axes (sum partials) and on one axis (max partials), on meshes of 2x2, 4x4,
+// 2x4, 3x2 and 1-axis 2 and 4 ranks, with even and uneven extents:
+//   - plan_for<To>(x) costs what make_plan, run with the real shape and extents, costs
+//     (the independent optimum: the run-time search over the whole layout space);
+//   - redistribute<To>(x), run through a counting communicator, makes exactly that many
+//     collectives on every rank, and the busiest rank sends what the plan predicts;
+//   - the result matches the single-rank reference.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <mutex>
+#include <shardcast/comm/counting.hpp>
+#include <shardcast/shardcast.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/differential.hpp"
+
+namespace sc = shardcast;
+namespace st = shardcast::testing;
+
+namespace {
+
+template <int I>
+using placement2 = std::conditional_t<I == 0, sc::replicate,
+                                      std::conditional_t<I == 1, sc::shard<0>, std::conditional_t<I == 2, sc::shard<1>, sc::partial<sc::sum>>>>;
+template <int I>
+using placement1 = std::conditional_t<I == 0, sc::replicate,
+                                      std::conditional_t<I == 1, sc::shard<0>, std::conditional_t<I == 2, sc::shard<1>, sc::partial<sc::max>>>>;
+
+using counted = sc::counting_communicator<sc::host::communicator>;
+
+struct outcome {
+  std::string error;
+  int nranks = 0;
+  std::vector<double> bytes;
+  std::vector<long> calls;
+  sc::plan chosen;  ///< plan_for<To>(x) on rank 0
+};
+
+/// One host::run instantiation for every pair: the per-pair work is type-erased.
+void run_ranks(int n, const std::function<void(sc::host::communicator&)>& f) { sc::host::run(n, f); }
+
+/// Runs From -> To on a counting host mesh; records what plan_for chose, every rank's
+/// traffic and any error.
+template <class From, class To, std::size_t N>
+outcome run_pair(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext) {
+  outcome o;
+  o.nranks = 1;
+  for (int s : shape) o.nranks *= s;
+  o.bytes.assign(static_cast<std::size_t>(o.nranks), 0);
+  o.calls.assign(static_cast<std::size_t>(o.nranks), 0);
+  std::mutex mu;
+  const auto g = st::make_global<float>(ext[0] * ext[1]);
+  run_ranks(o.nranks, [&](sc::host::communicator& hc) {
+    counted cc(hc);
+    auto m = sc::make_mesh(cc, shape);
+    auto x = sc::distribute<From>(m, g, ext);
+    if (hc.rank() == 0) o.chosen = sc::plan_for<To>(x);  // not collective
+    m.comm().reset();
+    auto y = sc::redistribute<To>(x);
+    const auto me = static_cast<std::size_t>(hc.rank());
+    o.bytes[me] = m.comm().bytes();
+    o.calls[me] = m.comm().collectives();
+    std::string err = st::check_against_reference(y, g);
+    if (!err.empty()) {
+      std::lock_guard lk(mu);
+      if (o.error.empty()) o.error = "rank " + std::to_string(hc.rank()) + ": " + err;
+    }
+  });
+  return o;
+}
+
+/// The checks, out of the templates (one copy of the assertions for every pair).
+void verify(const outcome& o, const sc::runtime_layout& from, const sc::runtime_layout& to, const std::vector<int>& shape,
+            const std::array<std::int64_t, 2>& ext) {
+  const sc::plan& p = o.chosen;
+  const sc::plan opt = sc::make_plan(from, to, shape.data(), ext.data(), 2);
+  std::string mesh_text;
+  for (int s : shape) mesh_text += (mesh_text.empty() ? "" : "x") + std::to_string(s);
+  CAPTURE(mesh_text);
+  CAPTURE(ext[0]);
+  CAPTURE(ext[1]);
+  CAPTURE(sc::to_string(from));
+  CAPTURE(sc::to_string(to));
+  // Optimal on the real mesh: the run-time planner's cost (elements, then collectives).
+  REQUIRE(p.elements == doctest::Approx(opt.elements).epsilon(1e-12));
+  REQUIRE(p.collectives == opt.collectives);
+  double predicted = 0;
+  for (int i = 0; i < p.nsteps; ++i) predicted += sc::detail::step_cost(p[i], shape.data(), ext.data(), 2);
+  REQUIRE(predicted == doctest::Approx(p.elements).epsilon(1e-12));
+
+  REQUIRE(o.error.empty());
+  double busiest = 0;
+  for (int r = 0; r < o.nranks; ++r) {
+    REQUIRE(o.calls[static_cast<std::size_t>(r)] == p.collectives);
+    busiest = std::max(busiest, o.bytes[static_cast<std::size_t>(r)]);
+  }
+  // Each step's busiest rank sends what the plan predicts; over several steps the busiest
+  // rank of the whole plan sends at most their sum (exactly, with a single collective).
+  REQUIRE(busiest <= p.elements * sizeof(float) * (1 + 1e-12));
+  if (p.collectives == 1) REQUIRE(busiest == doctest::Approx(p.elements * sizeof(float)).epsilon(1e-12));
+}
+
+template <class From, class To, std::size_t N>
+void check_pair(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, std::size_t& cases) {
+  verify(run_pair<From, To>(shape, ext), From::desc, To::desc, std::vector<int>(shape.begin(), shape.end()), ext);
+  ++cases;
+}
+
+template <std::size_t N, int... I>
+void all_pairs_2axis(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, std::size_t& cases,
+                     std::integer_sequence<int, I...>) {
+  (check_pair<sc::layout<placement2<I / 16 / 4>, placement2<I / 16 % 4>>, sc::layout<placement2<I % 16 / 4>, placement2<I % 4>>>(shape, ext,
+                                                                                                                                     cases),
+   ...);
+}
+
+template <int... I>
+void all_pairs_1axis(int ranks, const std::array<std::int64_t, 2>& ext, std::size_t& cases, std::integer_sequence<int, I...>) {
+  (check_pair<sc::layout<placement1<I / 4>>, sc::layout<placement1<I % 4>>>(std::array<int, 1>{ranks}, ext, cases), ...);
+}
+
+}  // namespace
+
+TEST_CASE("static redistribute runs a plan that is optimal on the real mesh (every 2-axis and 1-axis pair)") {
+  std::size_t cases = 0;
+  const auto pairs2 = std::make_integer_sequence<int, 256>{};
+  all_pairs_2axis(std::array<int, 2>{2, 2}, {8, 12}, cases, pairs2);
+  all_pairs_2axis(std::array<int, 2>{2, 2}, {7, 5}, cases, pairs2);
+  all_pairs_2axis(std::array<int, 2>{4, 4}, {16, 32}, cases, pairs2);
+  all_pairs_2axis(std::array<int, 2>{2, 4}, {8, 8}, cases, pairs2);
+  all_pairs_2axis(std::array<int, 2>{3, 2}, {5, 3}, cases, pairs2);
+  const auto pairs1 = std::make_integer_sequence<int, 16>{};
+  for (int ranks : {2, 3, 4}) {
+    all_pairs_1axis(ranks, {12, 8}, cases, pairs1);
+    all_pairs_1axis(ranks, {5, 2}, cases, pairs1);
+  }
+  MESSAGE(cases << " static redistributes ran an optimal plan");
+}
+
+TEST_CASE("P(sum),R -> S(0),R: one reduce_scatter on 2x2; reduce_scatter on a slice, then all_gather, on 4x4") {
+  using From = sc::layout<sc::partial<>, sc::replicate>;
+  using To = sc::layout<sc::shard<0>, sc::replicate>;
+  const outcome o2 = run_pair<From, To>(std::array<int, 2>{2, 2}, {8, 8});
+  const outcome o4 = run_pair<From, To>(std::array<int, 2>{4, 4}, {16, 16});
+  REQUIRE(o2.error.empty());
+  REQUIRE(o4.error.empty());
+  const sc::plan& small = o2.chosen;
+  REQUIRE(small.nsteps == 1);
+  CHECK(small[0].kind == sc::step_kind::reduce_scatter);
+  CHECK(small.elements == doctest::Approx(32));  // (2-1) x a 4x8 piece
+  const sc::plan& big = o4.chosen;
+  // One reduce_scatter over axis 0 would send (4-1) x 64 = 192 elements; the chosen plan
+  // reduce-scatters a quarter (3 x 16) and gathers it back along axis 1 (3 x 16).
+  CHECK(big.collectives == 2);
+  CHECK(big.elements == doctest::Approx(96));
+  // What ran: one collective per collective step, on every rank.
+  for (long c : o2.calls) CHECK(c == 1);
+  for (long c : o4.calls) CHECK(c == 2);
+}
