@@ -68,13 +68,13 @@ class dtensor {
     requires(!std::same_as<Layout, dynamic_layout>)
       : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data) {
     (void)l;
-    box_ = detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_);
+    set_box(detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_));
   }
   dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data,
           const runtime_layout& l)
     requires std::same_as<Layout, dynamic_layout>
       : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), layout_(l) {
-    box_ = detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_);
+    set_box(detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_));
   }
   /// As above, for a caller that already knows this rank's local box (it must be the box
   /// the layout gives this rank; redistribute passes the one it computed once per shape).
@@ -82,25 +82,34 @@ class dtensor {
   ///        layout<shard<0>, shard<1>>, rank (1,0): offsets (2,0), extents (2,3)
   dtensor(const Mesh& m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local)
     requires(!std::same_as<Layout, dynamic_layout>)
-      : mesh_(m), global_(global), owner_(std::move(owner)), data_(data), box_(local) {}
+      : mesh_(m), global_(global), owner_(std::move(owner)), data_(data) {
+    set_box(local);
+  }
   dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local,
           const runtime_layout& l)
     requires std::same_as<Layout, dynamic_layout>
-      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), box_(local), layout_(l) {}
+      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), layout_(l) {
+    set_box(local);
+  }
 
   /// The layout as a value.
   runtime_layout layout() const { return layout_.value(); }
   const Mesh& mesh() const { return mesh_; }
   const std::array<std::int64_t, static_cast<std::size_t>(R)>& global_extents() const { return global_; }
   /// Global indices of this rank's piece.
-  const box& local_box() const { return box_; }
-  /// Extents of the local piece.
-  std::array<std::int64_t, static_cast<std::size_t>(R)> local_extents() const {
-    std::array<std::int64_t, static_cast<std::size_t>(R)> e{};
-    for (int d = 0; d < R; ++d) e[static_cast<std::size_t>(d)] = box_.ext[d];
-    return e;
+  box local_box() const {
+    box b;
+    b.rank = R;
+    for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) b.off[d] = off_[d], b.ext[d] = ext_[d];
+    return b;
   }
-  std::size_t local_size() const { return static_cast<std::size_t>(box_.volume()); }
+  /// Extents of the local piece.
+  const std::array<std::int64_t, static_cast<std::size_t>(R)>& local_extents() const { return ext_; }
+  std::size_t local_size() const {
+    std::int64_t v = 1;
+    for (auto e : ext_) v *= e;
+    return static_cast<std::size_t>(v);
+  }
   T* data() const { return data_; }
   /// True when this handle (or a copy) owns the local memory.
   bool owns() const { return static_cast<bool>(owner_); }
@@ -109,7 +118,7 @@ class dtensor {
   /// The local piece as a row-major mdspan with the local extents.
   mdspan_type local() const {
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return mdspan_type(data_, box_.ext[I]...);
+      return mdspan_type(data_, ext_[I]...);
     }(std::make_index_sequence<static_cast<std::size_t>(R)>{});
   }
 
@@ -118,8 +127,12 @@ class dtensor {
   std::array<std::int64_t, static_cast<std::size_t>(R)> global_{};
   std::shared_ptr<T> owner_;
   T* data_ = nullptr;
-  box box_{};
+  std::array<std::int64_t, static_cast<std::size_t>(R)> off_{}, ext_{};  ///< this rank's box (only R dims are kept)
   [[no_unique_address]] detail::layout_holder<Layout> layout_{};
+
+  void set_box(const box& b) {
+    for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) off_[d] = b.off[d], ext_[d] = b.ext[d];
+  }
 };
 
 }  // namespace shardcast

@@ -58,8 +58,8 @@ struct plan_geometry {
   const box& final_box() const { return steps.back().nb; }
 };
 
-/// Geometry of the static plans already run on this rank, keyed by the plan's address
-/// (a static plan is a constexpr object with static storage, so its address names it)
+/// Geometry of the static plans already run on this rank, keyed by the address of their
+/// `static_plans` set (a constexpr object with static storage, so its address names it)
 /// and the global extents. The most recently used entry is checked first, inline; at
 /// most `capacity` entries are kept (the oldest is dropped first).
 class geometry_cache {
