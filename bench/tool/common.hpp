@@ -240,7 +240,7 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                prog,
                mpi_tool ? "" :
                "  --backend B           host (built in); mpi, nccl, p2p when built\n"
-               "  --ranks N             number of ranks (host backend), default 4\n"
+               "  --ranks N             number of ranks (host: threads; p2p: threads sharing the GPUs; nccl: one per GPU), default 4\n"
                "  --vs mpi              alternate each size with the same collective through MPI\n"
                "  --mpi-bin PATH        the shardcast-bench-mpi program used by --vs mpi\n"
                "  --no-roofline         skip the memcpy measurements\n");
