@@ -530,8 +530,8 @@ inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::
   r.p = ps[r.choice];
   const plan opt = make_plan(ps[0].src, ps[0].dst, shape, ext, rank);
   const cost oc{opt.elements, opt.collectives, opt.nsteps};
-  if (oc < best) r.choice = -1, r.p = opt;
-  r.p.elements = plan_cost(r.p, shape, ext, rank).elements;
+  if (oc < best) r.choice = -1, r.p = opt, best = oc;
+  r.p.elements = best.elements;  // a candidate's own figure is its cost on the canonical mesh
   return r;
 }
 }  // namespace detail
