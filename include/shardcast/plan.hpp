@@ -317,7 +317,11 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   // Candidate placements per axis: every placement when the whole space is small enough,
   // else source, target and replicate.
   const int per_axis = 1 + rank + nops;
-  const long bound = std::is_constant_evaluated() ? max_full_search_states_static : max_full_search_states;
+  // Not `const long bound = is_constant_evaluated() ? ...`: the initializer of a const
+  // integral variable is manifestly constant-evaluated, so that form would pick the
+  // static bound at run time too.
+  long bound = max_full_search_states;
+  if (std::is_constant_evaluated()) bound = max_full_search_states_static;
   long full = 1;
   for (int a = 0; a < n && full <= bound; ++a) full *= per_axis;
   const bool search_all = full <= bound;
@@ -355,7 +359,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
       if (cand[a][i] == dst[a]) target += i * radix[a];
 
   std::vector<detail::cost> dist(static_cast<std::size_t>(nstates));
-  std::vector<bool> reached(static_cast<std::size_t>(nstates), false), done(static_cast<std::size_t>(nstates), false);
+  std::vector<unsigned char> reached(static_cast<std::size_t>(nstates), 0), done(static_cast<std::size_t>(nstates), 0);
   std::vector<int> prev(static_cast<std::size_t>(nstates), -1);
   std::vector<step> via(static_cast<std::size_t>(nstates));
   reached[0] = true;

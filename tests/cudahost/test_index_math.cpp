@@ -236,9 +236,10 @@ TEST_CASE("to_column_major: a column-major GEMM with the mapped arguments comput
   using sc::gemm_op;
   for (gemm_op ta : {gemm_op::n, gemm_op::t})
     for (gemm_op tb : {gemm_op::n, gemm_op::t})
-      for (auto [m, n, k] : {std::array<std::int64_t, 3>{3, 5, 4}, {1, 7, 2}, {6, 1, 3}, {4, 4, 1}, {2, 3, 0}})
+      for (const auto& mnk : {std::array<std::int64_t, 3>{3, 5, 4}, {1, 7, 2}, {6, 1, 3}, {4, 4, 1}, {2, 3, 0}})
         for (std::int64_t pad : {0, 3})
           for (bool acc : {false, true}) {
+            const std::int64_t m = mnk[0], n = mnk[1], k = mnk[2];  // not a structured binding: CAPTURE's lambda refers to them
             CAPTURE(int(ta)); CAPTURE(int(tb)); CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(pad); CAPTURE(acc);
             const std::int64_t a_rows = ta == gemm_op::n ? m : k, a_cols = ta == gemm_op::n ? k : m;
             const std::int64_t b_rows = tb == gemm_op::n ? k : n, b_cols = tb == gemm_op::n ? n : k;

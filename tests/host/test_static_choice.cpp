@@ -177,3 +177,19 @@ TEST_CASE("P(sum),R -> S(0),R: one reduce_scatter on 2x2; reduce_scatter on a sl
   for (long c : o2.calls) CHECK(c == 1);
   for (long c : o4.calls) CHECK(c == 2);
 }
+
+// Static plans for meshes of up to SHARDCAST_MAX_AXES axes are searched by constexpr
+// evaluation within the budgets the shardcast::shardcast target sets (GCC's default
+// budget stops at 6 axes, clang's at 2). Axes of size 1 keep the number of ranks small;
+// the layouts change on nearly every axis, the most expensive kind of static pair.
+TEST_CASE("static redistribute on 7- and 8-axis meshes") {
+  using namespace sc;
+  tally t;
+  check_pair<layout<shard<0>, shard<1>, partial<sum>, replicate, shard<0>, shard<1>, replicate>,
+             layout<shard<1>, replicate, shard<0>, partial<sum>, shard<1>, shard<0>, shard<0>>>(std::array<int, 7>{2, 1, 1, 2, 1, 1, 1},
+                                                                                               {6, 5}, t);
+  check_pair<layout<shard<0>, shard<1>, partial<sum>, replicate, shard<0>, shard<1>, replicate, shard<0>>,
+             layout<shard<1>, replicate, shard<0>, partial<sum>, shard<1>, shard<0>, shard<0>, replicate>>(
+      std::array<int, 8>{1, 2, 1, 1, 2, 1, 1, 2}, {7, 4}, t);
+  CHECK(t.cases == 2);
+}

@@ -3,7 +3,8 @@
 #   -DWORK_DIR=<scratch dir> -DGENERATOR=<generator> -DCXX=<compiler> [-DBUILD_TYPE=<type>]
 # find_package: installs the shardcast build into WORK_DIR/prefix, then configures the consumer
 # with CMAKE_PREFIX_PATH pointing there. subdirectory: the consumer add_subdirectory()s the
-# source tree. Either way the consumer is built and run; its exit code decides the test.
+# source tree. Either way the consumer's two programs (consumer, consumer_plans) are built
+# with CXX and run; their exit codes decide the test.
 foreach(v MODE SOURCE_DIR BINARY_DIR WORK_DIR GENERATOR CXX)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "run_consumer.cmake: -D${v}=... is required")
@@ -43,9 +44,11 @@ else()
   message(FATAL_ERROR "run_consumer.cmake: unknown MODE '${MODE}'")
 endif()
 
-step("build consumer" "${CMAKE_COMMAND}" --build "${consumer_build}" --target consumer)
-execute_process(COMMAND "${consumer_build}/consumer" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message("${out}${err}")
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "consumer (${MODE}) exited with ${rc}")
-endif()
+step("build consumer" "${CMAKE_COMMAND}" --build "${consumer_build}" --target consumer consumer_plans)
+foreach(program consumer consumer_plans)
+  execute_process(COMMAND "${consumer_build}/${program}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${program} (${MODE}) exited with ${rc}")
+  endif()
+endforeach()

@@ -67,8 +67,10 @@ class any_allocator {
   /// async_allocator.
   any_allocator() : any_allocator(async_allocator{}) {}
   /// Wraps `a` (moved into shared storage).
-  template <allocator A>
-    requires(!std::same_as<std::remove_cvref_t<A>, any_allocator>)
+  // The same_as test comes first so that copying an any_allocator does not check the
+  // allocator concept on any_allocator itself (a recursive constraint clang rejects).
+  template <class A>
+    requires(!std::same_as<std::remove_cvref_t<A>, any_allocator> && allocator<A>)
   any_allocator(A a) : p_(std::make_shared<model<A>>(std::move(a))) {}  // NOLINT: implicit on purpose
 
   void* allocate(std::size_t bytes, cudaStream_t s) const { return p_->allocate(bytes, s); }
