@@ -139,7 +139,11 @@ sc::dtensor<T, R, L, Mesh> as_static(const sc::dtensor<T, R, sc::dynamic_layout,
 /// The local piece as a host vector.
 template <class T, int R, class L, class Mesh>
 std::vector<T> local_copy(const sc::dtensor<T, R, L, Mesh>& x) {
-  return std::vector<T>(x.data(), x.data() + x.local_size());
+  // Sized first, then copied: the iterator-pair constructor trips GCC 12's
+  // -Wfree-nonheap-object false positive at -O3 after inlining.
+  std::vector<T> v(x.local_size());
+  std::copy_n(x.data(), v.size(), v.data());
+  return v;
 }
 
 /// "" when to_global(y) equals `ref` (within |tol| * max(1, |ref|) for floating types), else a description.

@@ -116,6 +116,16 @@ inline void cpu_relax() {
 #endif
 }
 
+// GCC 12 at -O2/-O3 reports memcpy sizes on paths it cannot rule out after inlining into
+// small fixed buffers (-Wstringop-overflow, -Wstringop-overread, -Warray-bounds); the
+// sizes are checked by the callers, so these reports are false and are kept out of
+// users' builds.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#pragma GCC diagnostic ignored "-Wstringop-overread"
+#pragma GCC diagnostic ignored "-Warray-bounds"
+#endif
 /// memcpy of `n` bytes (no overlap) with non-temporal stores where available; the
 /// stores are fenced before returning, so a following barrier publishes them.
 inline void stream_copy(void* dst, const void* src, std::size_t n) {
@@ -145,6 +155,10 @@ inline void stream_copy(void* dst, const void* src, std::size_t n) {
   std::memcpy(dst, src, n);
 #endif
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /// out[i] = op(a[i], b[i]) (avg: the sum; divide with finish_avg). `out` does not alias.
 template <class T>
