@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "../config.hpp"
 #include "../error.hpp"
 #include "communicator.hpp"
 
@@ -116,16 +117,7 @@ inline void cpu_relax() {
 #endif
 }
 
-// GCC 12 at -O2/-O3 reports memcpy sizes on paths it cannot rule out after inlining into
-// small fixed buffers (-Wstringop-overflow, -Wstringop-overread, -Warray-bounds); the
-// sizes are checked by the callers, so these reports are false and are kept out of
-// users' builds.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-#pragma GCC diagnostic ignored "-Wstringop-overread"
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#endif
+SHARDCAST_SIZED_COPY_BEGIN
 /// memcpy of `n` bytes (no overlap) with non-temporal stores where available; the
 /// stores are fenced before returning, so a following barrier publishes them.
 inline void stream_copy(void* dst, const void* src, std::size_t n) {
@@ -156,9 +148,7 @@ inline void stream_copy(void* dst, const void* src, std::size_t n) {
 #endif
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SHARDCAST_SIZED_COPY_END
 
 /// out[i] = op(a[i], b[i]) (avg: the sum; divide with finish_avg). `out` does not alias.
 template <class T>

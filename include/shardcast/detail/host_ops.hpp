@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "../config.hpp"
 #include "../comm/communicator.hpp"
 #include "../split.hpp"
 
@@ -114,16 +115,7 @@ struct memory_ops<host_memory> {
     }
   }
 
-// GCC 12 at -O2/-O3 reports memcpy sizes on paths it cannot rule out after inlining into
-// small fixed buffers (-Wstringop-overflow, -Wstringop-overread, -Warray-bounds); the
-// sizes are checked by the callers, so these reports are false and are kept out of
-// users' builds.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wstringop-overflow"
-#pragma GCC diagnostic ignored "-Wstringop-overread"
-#pragma GCC diagnostic ignored "-Warray-bounds"
-#endif
+SHARDCAST_SIZED_COPY_BEGIN
   /// memcpy of `n` bytes between buffers that do not overlap; short runs (the rows of a
   /// strided pack or unpack of a small piece) are copied inline instead of by a call.
   static void copy_bytes(void* d, const void* s, std::size_t n) {
@@ -144,9 +136,7 @@ struct memory_ops<host_memory> {
       for (std::size_t i = 0; i < n; ++i) dd[i] = ss[i];
     }
   }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+SHARDCAST_SIZED_COPY_END
 };
 
 }  // namespace shardcast::detail
