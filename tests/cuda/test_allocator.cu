@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 using shardcast_test::no_device;

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 using shardcast_test::no_device;
@@ -23,20 +23,7 @@ using shardcast_test::no_device;
 namespace {
 
 template <class T>
-struct dvec {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dvec(std::size_t n_) : n(n_) { SHARDCAST_CUDA_TRY(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-  ~dvec() { (void)cudaFree(p); }
-  dvec(const dvec&) = delete;
-  dvec& operator=(const dvec&) = delete;
-  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using dvec = shardcast_test::device_buffer<T>;
 
 template <class T>
 T from_i(int v) { return sc::device::convert<T>(static_cast<float>(v)); }

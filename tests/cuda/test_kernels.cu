@@ -10,18 +10,13 @@
 #include <cstring>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 using shardcast_test::no_device;
+using shardcast_test::stream_guard;
 
 namespace {
-
-struct stream_guard {
-  cudaStream_t s{};
-  stream_guard() { SHARDCAST_CUDA_TRY(cudaStreamCreate(&s)); }
-  ~stream_guard() { (void)cudaStreamDestroy(s); }
-};
 
 // A device buffer of n elements starting `shift` elements past a 256-byte aligned base.
 template <class T>

@@ -7,7 +7,7 @@
 #include <numeric>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 using shardcast_test::device_count;
@@ -16,18 +16,7 @@ using shardcast_test::no_device;
 namespace {
 
 template <class T>
-struct dvec {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dvec(std::size_t n_) : n(n_) { SHARDCAST_CUDA_TRY(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-  ~dvec() { (void)cudaFree(p); }
-  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using dvec = shardcast_test::device_buffer<T>;
 
 // Rank r's input element i: small integers, so every reduction is exact.
 int value(int r, std::size_t i) { return int((i * 3 + std::size_t(r) * 7) % 9) - 4; }

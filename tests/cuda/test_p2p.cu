@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 
@@ -28,18 +28,7 @@ static_assert(sc::communicator<sc::nccl::communicator>);
 namespace {
 
 template <class T>
-struct dvec {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dvec(std::size_t n_) : n(n_) { SHARDCAST_CUDA_TRY(cudaMalloc(&p, (n ? n : 1) * sizeof(T))); }
-  ~dvec() { (void)cudaFree(p); }
-  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
+using dvec = shardcast_test::device_buffer<T>;
 
 float value(int r, std::size_t i) { return float(int((i * 5 + std::size_t(r) * 3) % 7) - 3); }
 

@@ -18,40 +18,16 @@
 #include <type_traits>
 #include <vector>
 
-#include "gpu_skip.hpp"
+#include "cuda_testing.hpp"
 
 namespace sc = shardcast;
 namespace cu = shardcast::device;
 using shardcast_test::no_device;
+using shardcast_test::stream_guard;
+template <class T>
+using dbuf = shardcast_test::device_buffer<T>;
 
 namespace {
-
-struct stream_guard {
-  cudaStream_t s{};
-  stream_guard() { SHARDCAST_CUDA_TRY(cudaStreamCreate(&s)); }
-  ~stream_guard() { (void)cudaStreamDestroy(s); }
-};
-
-// n elements starting `shift` elements past a 256-byte aligned cudaMalloc base.
-template <class T>
-struct dbuf {
-  void* raw = nullptr;
-  T* p = nullptr;
-  std::size_t n;
-  dbuf(std::size_t n_, std::size_t shift) : n(n_) {
-    SHARDCAST_CUDA_TRY(cudaMalloc(&raw, (n + shift + 1) * sizeof(T)));
-    p = static_cast<T*>(raw) + shift;
-  }
-  ~dbuf() { (void)cudaFree(raw); }
-  dbuf(const dbuf&) = delete;
-  dbuf& operator=(const dbuf&) = delete;
-  void put(const std::vector<T>& h) { SHARDCAST_CUDA_TRY(cudaMemcpy(p, h.data(), n * sizeof(T), cudaMemcpyHostToDevice)); }
-  std::vector<T> get() const {
-    std::vector<T> h(n);
-    SHARDCAST_CUDA_TRY(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-  }
-};
 
 template <class T>
 T from_f(float v) { return cu::convert<T>(v); }
