@@ -2,7 +2,8 @@
 // ranks), random extents (0, 1, primes, larger), random source and target layouts, random
 // element type and reduce op. Every case must match the single-rank reference.
 //
-//   fuzz_redistribute                     fixed seed, 2000 cases (what CI runs)
+//   fuzz_redistribute                     fixed seed, 2000 cases (the CTest runs 10,000:
+//                                         SHARDCAST_FUZZ_CASES in tests/fuzz/CMakeLists.txt)
 //   fuzz_redistribute --cases N --seed X  N cases from seed X
 //   fuzz_redistribute --seconds S         random seed, run for S seconds
 // A failure prints the seed and case index that replay it.
