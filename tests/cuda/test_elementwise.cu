@@ -19,8 +19,7 @@ namespace sc = shardcast;
 namespace fn = shardcast::fn;
 using shardcast_test::no_device;
 using shardcast_test::stream_guard;
-template <class T>
-using dbuf = shardcast_test::device_buffer<T>;
+using shardcast_test::device_buffer;
 using ew = sc::detail::elementwise_exec<sc::device_memory>;
 
 namespace {
@@ -80,7 +79,7 @@ void map_suite() {
         gelu[i] = gelu_ref(x[i]);
         silu[i] = silu_ref(x[i]);
       }
-      dbuf<T> in(n, sh[0]), out(n, sh[1]), out2(n, sh[1]), inplace(n, sh[2]);
+      device_buffer<T> in(n, sh[0]), out(n, sh[1]), out2(n, sh[1]), inplace(n, sh[2]);
       in.put(h);
       inplace.put(h);
       ew::map(in.p, out.p, n, fn::relu, g.s);
@@ -114,7 +113,7 @@ void zip_suite() {
         prod[i] = a * b;
         grad[i] = a > 0 ? b : 0;  // relu_grad(x = a, dy = b)
       }
-      dbuf<T> a(n, sh[0]), b(n, sh[1]), out(n, sh[2]), out2(n, sh[2]);
+      device_buffer<T> a(n, sh[0]), b(n, sh[1]), out(n, sh[2]), out2(n, sh[2]);
       a.put(ha);
       b.put(hb);
       ew::zip(a.p, b.p, out.p, n, fn::add, g.s);
@@ -148,7 +147,7 @@ void zip_rows_suite() {
         want[i] = input(i, 4) + input(i % cols, 9);       // bias over the innermost dim
         want_inplace[i] = input(i, 4) * input(i % cols, 9);
       }
-      dbuf<T> a(n, sh[0]), row(cols, sh[1]), out(n, sh[2]);
+      device_buffer<T> a(n, sh[0]), row(cols, sh[1]), out(n, sh[2]);
       a.put(ha);
       row.put(hr);
       ew::zip_rows(a.p, row.p, out.p, rows, cols, fn::add, g.s);
@@ -186,9 +185,9 @@ TEST_CASE("elementwise_exec<device_memory>::map narrows float to bfloat16 and ha
   for (std::size_t i = 0; i < n; ++i) h[i] = 1.0f + float(i) * (1.0f / 4096.0f) + float(int(i % 3)) * (1.0f / 8192.0f);
   for (std::size_t shift : {0u, 1u, 2u}) {
     CAPTURE(shift);
-    dbuf<float> in(n, shift);
-    dbuf<__nv_bfloat16> outb(n, shift);
-    dbuf<__half> outh(n, 0);
+    device_buffer<float> in(n, shift);
+    device_buffer<__nv_bfloat16> outb(n, shift);
+    device_buffer<__half> outh(n, 0);
     in.put(h);
     ew::map(in.p, outb.p, n, fn::identity, g.s);
     ew::map(in.p, outh.p, n, fn::identity, g.s);

@@ -19,11 +19,9 @@
 
 namespace sc = shardcast;
 using shardcast_test::no_device;
+using shardcast_test::device_buffer;
 
 namespace {
-
-template <class T>
-using dvec = shardcast_test::device_buffer<T>;
 
 template <class T>
 T from_i(int v) { return sc::device::convert<T>(static_cast<float>(v)); }
@@ -60,7 +58,7 @@ void gemm_suite() {
             for (std::size_t i = 0; i < na; ++i) ta_[i] = from_i<T>(int(ha[i]));
             for (std::size_t i = 0; i < nb; ++i) tb_[i] = from_i<T>(int(hb[i]));
             for (std::size_t i = 0; i < nc; ++i) tc_[i] = from_i<T>(int(hc[i]));
-            dvec<T> da(na), db(nb), dc(nc);
+            device_buffer<T> da(na), db(nb), dc(nc);
             da.put(ta_);
             db.put(tb_);
             dc.put(tc_);
@@ -87,7 +85,7 @@ void gemm_suite() {
     std::vector<T> ta_(ha.size()), tb_(hb.size()), tc_(want.size(), from_i<T>(9));
     for (std::size_t i = 0; i < ha.size(); ++i) ta_[i] = from_i<T>(int(ha[i]));
     for (std::size_t i = 0; i < hb.size(); ++i) tb_[i] = from_i<T>(int(hb[i]));
-    dvec<T> da(ta_.size()), db(tb_.size()), dc(tc_.size());
+    device_buffer<T> da(ta_.size()), db(tb_.size()), dc(tc_.size());
     da.put(ta_);
     db.put(tb_);
     dc.put(tc_);
@@ -118,7 +116,7 @@ TEST_CASE("cublas_gemm on a borrowed handle leaves its stream and pointer mode a
   SHARDCAST_CUBLAS_TRY(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
   {
     sc::device::cublas_gemm g(h, mine);
-    dvec<float> a(4), b(4), c(4);
+    device_buffer<float> a(4), b(4), c(4);
     a.put({1, 2, 3, 4});
     b.put({1, 0, 0, 1});
     g(2, 2, 2, a.p, 2, b.p, 2, c.p, 2);

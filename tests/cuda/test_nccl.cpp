@@ -12,11 +12,9 @@
 namespace sc = shardcast;
 using shardcast_test::device_count;
 using shardcast_test::no_device;
+using shardcast_test::device_buffer;
 
 namespace {
-
-template <class T>
-using dvec = shardcast_test::device_buffer<T>;
 
 // Rank r's input element i: small integers, so every reduction is exact.
 int value(int r, std::size_t i) { return int((i * 3 + std::size_t(r) * 7) % 9) - 4; }
@@ -44,7 +42,7 @@ TEST_CASE("nccl collectives match host references on every visible GPU" * doctes
         }
         want[i] = a;
       }
-      dvec<std::int32_t> d(n);
+      device_buffer<std::int32_t> d(n);
       d.put(h);
       c.all_reduce(d.p, d.p, n, op, s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
@@ -59,7 +57,7 @@ TEST_CASE("nccl collectives match host references on every visible GPU" * doctes
         for (int q = 0; q < p; ++q) a += value(q, i) * p;
         want[i] = float(a / p);
       }
-      dvec<float> d(n);
+      device_buffer<float> d(n);
       d.put(h);
       c.all_reduce(d.p, d.p, n, sc::reduce_op::avg, s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
@@ -79,7 +77,7 @@ TEST_CASE("nccl collectives match host references on every visible GPU" * doctes
           ag_want[std::size_t(q) * n + i] = float(value(q, i));                      // q's first n elements
           a2a_want[std::size_t(q) * n + i] = float(value(q, std::size_t(r) * n + i));  // q's chunk r
         }
-      dvec<float> in(n * p), out(n), all(n * p);
+      device_buffer<float> in(n * p), out(n), all(n * p);
       in.put(h);
       c.reduce_scatter(in.p, out.p, n, sc::reduce_op::sum, s);
       c.all_gather(in.p, all.p, n, s);
@@ -111,7 +109,7 @@ TEST_CASE("nccl collectives match host references on every visible GPU" * doctes
         for (std::size_t i = 0; i < sc_[q]; ++i) h[sd[q] + i] = float(r * 100 + q * 10 + int(i));
       for (int q = 0; q < p; ++q)
         for (std::size_t i = 0; i < rc[q]; ++i) want[rd[q] + i] = float(q * 100 + r * 10 + int(i));
-      dvec<float> in(st), out(rt);
+      device_buffer<float> in(st), out(rt);
       in.put(h);
       c.all_to_allv(in.p, sc_.data(), sd.data(), out.p, rc.data(), rd.data(), s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
@@ -124,7 +122,7 @@ TEST_CASE("nccl collectives match host references on every visible GPU" * doctes
       CHECK(sub.rank() == r / 2);
       std::vector<std::int32_t> h(1, r), want(1, 0);
       for (int q = r % 2; q < p; q += 2) want[0] += q;
-      dvec<std::int32_t> d(1);
+      device_buffer<std::int32_t> d(1);
       d.put(h);
       sub.all_reduce(d.p, d.p, 1, sc::reduce_op::sum, s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));

@@ -21,14 +21,12 @@ namespace sc = shardcast;
 static_assert(sc::static_plans<sc::layout<sc::shard<0>, sc::shard<1>, sc::partial<>, sc::replicate>,
                                sc::layout<sc::shard<1>, sc::replicate, sc::shard<0>, sc::partial<>>, 2>.size() >= 1);
 using shardcast_test::no_device;
+using shardcast_test::device_buffer;
 
 static_assert(sc::communicator<sc::p2p::communicator>);
 static_assert(sc::communicator<sc::nccl::communicator>);
 
 namespace {
-
-template <class T>
-using dvec = shardcast_test::device_buffer<T>;
 
 float value(int r, std::size_t i) { return float(int((i * 5 + std::size_t(r) * 3) % 7) - 3); }
 
@@ -50,7 +48,7 @@ TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * docte
         for (int q = 0; q < p; ++q)
           for (std::size_t i = 0; i < n * p; ++i) sum[i] += value(q, i);
         for (std::size_t i = 0; i < n * p; ++i) avg[i] = sum[i] / float(p);
-        dvec<float> a(n * p), b(n * p);
+        device_buffer<float> a(n * p), b(n * p);
         a.put(h);
         c.all_reduce(a.p, b.p, n * p, sc::reduce_op::avg, s);
         c.all_reduce(a.p, a.p, n * p, sc::reduce_op::sum, s);
@@ -70,7 +68,7 @@ TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * docte
           mx[i] = m;
           scaled[i] *= 0.5f;
         }
-        dvec<float> a(n * p), o1(n), o2(n);
+        device_buffer<float> a(n * p), o1(n), o2(n);
         a.put(h);
         c.reduce_scatter(a.p, o1.p, n, sc::reduce_op::max, s);
         c.reduce_scatter(a.p, o2.p, n, sc::reduce_op::sum, s, sc::device::scale{0.5f});
@@ -87,11 +85,11 @@ TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * docte
             a2a[std::size_t(q) * n + i] = value(q, std::size_t(r) * n + i);
           }
         for (std::size_t i = 0; i < n; ++i) bc[i] = value(1, i);
-        dvec<float> a(n * p), b(n * p), c1(n);
+        device_buffer<float> a(n * p), b(n * p), c1(n);
         a.put(h);
         b.put(h);
         c.all_gather(a.p + std::size_t(r) * n, a.p, n, s);
-        dvec<float> d(n * p);
+        device_buffer<float> d(n * p);
         b.put(h);
         c.all_to_all(b.p, d.p, n, s);
         std::vector<float> hb(h.begin(), h.begin() + std::ptrdiff_t(n));
@@ -107,7 +105,7 @@ TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * docte
         auto sub = c.split(r % 2, -r);  // key -r: reverse order
         std::vector<float> one(1, float(r)), want(1, 0.f);
         for (int q = r % 2; q < p; q += 2) want[0] += float(q);
-        dvec<float> d(1);
+        device_buffer<float> d(1);
         d.put(one);
         sub.all_reduce(d.p, d.p, 1, sc::reduce_op::sum, s);
         SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
@@ -147,7 +145,7 @@ TEST_CASE("p2p send/recv are pairwise: only the two ranks meet" * doctest::skip(
     if (r == 0 || r == 1) {
       for (int t = 0; t < 3; ++t) {
         const std::size_t n = sizes[t];
-        dvec<float> out(n), in(n);
+        device_buffer<float> out(n), in(n);
         out.put(msg(r, t, n));
         if (r == 0) {
           c.send(out.p, n, 1, s);
@@ -160,7 +158,7 @@ TEST_CASE("p2p send/recv are pairwise: only the two ranks meet" * doctest::skip(
         CHECK(in.get() == msg(1 - r, t, n));
       }
     } else {
-      dvec<float> buf(500);
+      device_buffer<float> buf(500);
       if (r == 2) {
         buf.put(msg(2, 7, 500));
         c.send(buf.p, 500, 3, s);
@@ -173,7 +171,7 @@ TEST_CASE("p2p send/recv are pairwise: only the two ranks meet" * doctest::skip(
     // Ring: r sends to r+1 and receives from r-1.
     {
       const std::size_t n = 257;
-      dvec<float> out(n), in(n);
+      device_buffer<float> out(n), in(n);
       out.put(msg(r, 9, n));
       const int next = (r + 1) % p, prev = (r + p - 1) % p;
       if (r % 2 == 0) {
@@ -197,7 +195,7 @@ TEST_CASE("p2p send/recv: a size mismatch is a comm_error, a missing sender time
     return [f](sc::p2p::communicator& c) {
       cudaStream_t s;
       SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
-      dvec<float> b(8);
+      device_buffer<float> b(8);
       try {
         f(c, b.p, s);
       } catch (...) {

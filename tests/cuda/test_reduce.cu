@@ -24,8 +24,7 @@ namespace sc = shardcast;
 namespace cu = shardcast::device;
 using shardcast_test::no_device;
 using shardcast_test::stream_guard;
-template <class T>
-using dbuf = shardcast_test::device_buffer<T>;
+using shardcast_test::device_buffer;
 
 namespace {
 
@@ -126,20 +125,20 @@ void check_reduce(int nsrc, std::size_t count, sc::reduce_op op, epi_kind ek, st
   REQUIRE(((Epis >> unsigned(ek)) & 1u) != 0);
   stream_guard g;
   std::vector<std::vector<In>> host(static_cast<std::size_t>(nsrc), std::vector<In>(count));
-  std::vector<std::unique_ptr<dbuf<In>>> dev;
+  std::vector<std::unique_ptr<device_buffer<In>>> dev;
   std::vector<const In*> ptrs;
   for (int k = 0; k < nsrc; ++k) {
     // Small integers (values in [-3, 4]) keep prod and sums exact in every type.
     for (std::size_t i = 0; i < count; ++i) host[std::size_t(k)][i] = from_f<In>(float(int((i * 7 + std::size_t(k) * 5) % 8) - 3));
-    dev.push_back(std::make_unique<dbuf<In>>(count, shift * std::size_t(k % 2 + 1) % 3));  // peers misaligned differently
+    dev.push_back(std::make_unique<device_buffer<In>>(count, shift * std::size_t(k % 2 + 1) % 3));  // peers misaligned differently
     dev.back()->put(host[std::size_t(k)]);
     ptrs.push_back(dev.back()->p);
   }
   std::vector<float> bias(29);
   for (std::size_t i = 0; i < bias.size(); ++i) bias[i] = float(int(i % 5) - 2) * 0.5f;
-  dbuf<float> dbias(bias.size(), 0);
+  device_buffer<float> dbias(bias.size(), 0);
   dbias.put(bias);
-  dbuf<Out> out(count, shift);
+  device_buffer<Out> out(count, shift);
   bool launched = false;
   with_epi(ek, dbias.p, bias.size(), [&](auto epi) {
     constexpr unsigned bit = [] {
@@ -310,8 +309,8 @@ TEST_CASE("apply_epilogue: one pass after a reduce-scatter, in place and with a 
   const std::size_t n = 10007;
   std::vector<float> h(n);
   for (std::size_t i = 0; i < n; ++i) h[i] = float(int(i % 11) - 5);
-  dbuf<float> x(n, 1);
-  dbuf<__nv_bfloat16> y(n, 0);
+  device_buffer<float> x(n, 1);
+  device_buffer<__nv_bfloat16> y(n, 0);
   x.put(h);
   sc::device::apply_epilogue(x.p, y.p, n, sc::device::compose(sc::device::scale{0.5f}, sc::device::relu{}), g.s);
   sc::device::apply_epilogue(x.p, x.p, n, sc::device::scale{2.0f}, g.s);
@@ -329,7 +328,7 @@ TEST_CASE("apply_epilogue: one pass after a reduce-scatter, in place and with a 
 TEST_CASE("reduce_sources rejects too many or no sources" * doctest::skip(no_device())) {
   stream_guard g;
   std::vector<const float*> none;
-  dbuf<float> o(4, 0);
+  device_buffer<float> o(4, 0);
   CHECK_THROWS_AS(sc::device::reduce_sources(none.data(), 0, o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
   std::vector<const float*> many(SHARDCAST_MAX_SOURCES + 1, o.p);
   CHECK_THROWS_AS(sc::device::reduce_sources(many.data(), many.size(), o.p, 4, sc::reduce_op::sum, g.s), sc::layout_error);
