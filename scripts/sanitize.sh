@@ -11,7 +11,7 @@
 # `planner`: single-threaded computation (algebra and planning, several minutes under TSan)
 # that the ASan+UBSan run covers.
 # -Og -g1: these builds are compile-bound; against -O1 -g, the ASan build of the suite took
-# 258 s instead of 540 s on 2 cores and its tests 1.4x as long. -g1 (line tables) is what
+# 258 s instead of 540 s and its tests 1.4x as long (2-core Zen 3 VM, g++ 12, 2026-12-03). -g1 (line tables) is what
 # the sanitizers' stack traces need. CMAKE_CXX_FLAGS_DEBUG is emptied so that the Debug
 # configuration's -g does not undo -g1.
 # Usage: scripts/sanitize.sh [asan|tsan]... (default: both)
