@@ -59,6 +59,7 @@ struct fixture {
   sc::dtensor<float, 2, sc::layout<sc::partial<>, sc::replicate>, M> p_r = sc::empty<sc::layout<sc::partial<>, sc::replicate>, float>(m, ext);
   sc::dtensor<float, 2, sc::layout<sc::partial<>, sc::partial<>>, M> p_p = sc::empty<sc::layout<sc::partial<>, sc::partial<>>, float>(m, ext);
   sc::dtensor<float, 2, sc::layout<sc::replicate, sc::shard<1>>, M> r_s1 = sc::empty<sc::layout<sc::replicate, sc::shard<1>>, float>(m, ext);
+  sc::dtensor<float, 2, sc::layout<sc::replicate, sc::replicate>, M> r_r = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, ext);
   std::unique_ptr<float[]> staging = std::make_unique_for_overwrite<float[]>(64);  // hand-written staging, reused
 };
 }  // namespace
@@ -124,6 +125,18 @@ SHARDCAST_DISPATCH_CASE(raw_two_step) {
   benchmark::DoNotOptimize(out.get());
 }
 
+// S(0),R -> R,R into an output made once: redistribute_into (plan lookup, checks, the
+// call) against the raw call into the same buffer. Neither side allocates or builds a
+// result handle.
+SHARDCAST_DISPATCH_CASE(static_into_all_gather) {
+  sc::redistribute_into(f.s0_r, f.r_r);
+  benchmark::DoNotOptimize(f.r_r.data());
+}
+SHARDCAST_DISPATCH_CASE(raw_into_all_gather) {
+  f.m.axis_comm(0).all_gather(f.s0_r.data(), f.r_r.data(), 32);
+  benchmark::DoNotOptimize(f.r_r.data());
+}
+
 struct case_entry {
   const char* name;
   void (*once)(fixture&);
@@ -135,6 +148,7 @@ const case_entry cases[] = {
     SHARDCAST_DISPATCH_ENTRY(static_all_reduce),  SHARDCAST_DISPATCH_ENTRY(raw_all_reduce),
     SHARDCAST_DISPATCH_ENTRY(static_gather_dim1), SHARDCAST_DISPATCH_ENTRY(raw_gather_dim1),
     SHARDCAST_DISPATCH_ENTRY(static_two_step),    SHARDCAST_DISPATCH_ENTRY(raw_two_step),
+    SHARDCAST_DISPATCH_ENTRY(static_into_all_gather), SHARDCAST_DISPATCH_ENTRY(raw_into_all_gather),
 };
 
 void run_case(benchmark::State& st, void (*once)(fixture&)) {
@@ -214,9 +228,10 @@ int main(int argc, char** argv) {
   ratio_reporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);
   std::printf("\nstatic redistribute / hand-written raw calls (target <= 1.10 for the single-call cases;\n"
-              "gather_dim1 (unpack) and two_step (slice + all_gather) are reported):\n");
+              "gather_dim1 (unpack), two_step (slice + all_gather) and into_all_gather (redistribute_into,\n"
+              "no allocation on either side) are reported):\n");
   std::printf("  %-15s %27s %27s\n", "", "real time", "CPU time");
-  for (const char* k : {"all_gather", "reduce_scatter", "all_reduce", "gather_dim1", "two_step"}) {
+  for (const char* k : {"all_gather", "reduce_scatter", "all_reduce", "gather_dim1", "two_step", "into_all_gather"}) {
     const std::string sn = std::string("static_") + k, rn = std::string("raw_") + k;
     const double s = pick(g_ns, sn), r = pick(g_ns, rn), sc = pick(g_cpu_ns, sn), rc = pick(g_cpu_ns, rn);
     if (r > 0 && rc > 0)

@@ -19,8 +19,8 @@ done
 LC_ALL=C join "$tmp/ir.1" "$tmp/ir.2" | awk -v n="$n" '{ per[$1] = ($3 - $2) / n }
   END {
     printf "%-16s %12s %12s %7s\n", "case", "static", "raw", "ratio"
-    split("all_gather reduce_scatter all_reduce gather_dim1 two_step", k, " ")
-    for (i = 1; i <= 5; ++i) {
+    split("all_gather reduce_scatter all_reduce gather_dim1 two_step into_all_gather", k, " ")
+    for (i = 1; i <= 6; ++i) {
       s = per["static_" k[i]]; r = per["raw_" k[i]]
       if (r > 0) printf "%-16s %12.1f %12.1f %7.2f\n", k[i], s, r, s / r
     }

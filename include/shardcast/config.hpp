@@ -20,6 +20,12 @@
 #define SHARDCAST_MAX_RANK 8
 #endif
 
+/// Default for mesh::set_result_pool_limit: at most this many bytes of released host
+/// results (each >= 256 KiB) wait per rank to be reused by later results of the same size.
+#ifndef SHARDCAST_RESULT_POOL_BYTES
+#define SHARDCAST_RESULT_POOL_BYTES (std::size_t{512} << 20)
+#endif
+
 /// Brackets the host copy routines whose memcpy sizes GCC 12 cannot bound after inlining
 /// into small fixed buffers: at -O2/-O3 it reports overflows on paths the callers' size
 /// checks rule out (-Wstringop-overflow, -Wstringop-overread, -Warray-bounds). These

@@ -81,6 +81,21 @@ class mesh {
   /// Like the communicator, a mesh is used by one thread at a time.
   detail::rank_cache& cache() const { return s_->cache; }
 
+  /// Host memory this rank's redistributes keep between calls: released results waiting
+  /// in the result pool for a later result of the same size, and the staging arena.
+  std::size_t cached_bytes() const { return s_->cache.results.free_bytes() + s_->cache.arena.capacity(); }
+  /// Frees that memory (live tensors are untouched; later calls allocate again). Plans
+  /// and their geometry stay cached. Not collective.
+  void release_cached_memory() const {
+    s_->cache.results.release();
+    s_->cache.arena.release();
+  }
+  /// At most `bytes` of released results wait per rank for reuse (default
+  /// SHARDCAST_RESULT_POOL_BYTES, 512 MiB); 0 frees every result when its last owner lets
+  /// go. Frees the oldest waiting blocks beyond the new limit. Copies of this mesh share it.
+  void set_result_pool_limit(std::size_t bytes) const { s_->cache.results.set_limit(bytes); }
+  std::size_t result_pool_limit() const { return s_->cache.results.limit(); }
+
   friend bool operator==(const mesh& a, const mesh& b) { return a.s_ == b.s_; }
 
  private:

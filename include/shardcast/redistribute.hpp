@@ -5,12 +5,15 @@
 /// the real mesh), executed as a fold over its steps. For dynamic-layout tensors, `redistribute(x, layout [, stream])`
 /// plans at run time with the real mesh shape and extents. The input is never modified;
 /// redistributing to the same layout returns a handle sharing the input's storage.
+/// `redistribute_into(x, y [, stream])` runs the same plan into the storage y already has.
 ///
 /// @code
 ///   auto y = shardcast::redistribute<shardcast::layout<shardcast::replicate, shardcast::shard<1>>>(x);
 /// @endcode
 
 #include <memory>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "detail/executor.hpp"
@@ -22,10 +25,11 @@ namespace shardcast {
 namespace detail {
 /// Runs steps[0..nsteps) of a plan on x's piece with geometry `g`; returns the result's
 /// owner and local data.
-template <class T, int R, class L, class Mesh>
+/// With `Into`, the last step writes into `dest` and the owner is empty.
+template <bool Into = false, class T, int R, class L, class Mesh>
 std::pair<std::shared_ptr<T>, T*> execute_steps(const dtensor<T, R, L, Mesh>& x, const step* steps, int nsteps, const plan_geometry& g,
-                                                typename Mesh::stream_type s) {
-  executor<T, Mesh> ex(x.mesh(), g, x.data(), s);
+                                                typename Mesh::stream_type s, T* dest = nullptr) {
+  executor<T, Mesh, Into> ex(x.mesh(), g, x.data(), s, dest);
   for (int i = 0; i < nsteps; ++i) ex.run(steps[i], i);
   return {ex.take_owner(), ex.data()};
 }
@@ -51,26 +55,31 @@ struct run_result {
   const box* nb;
 };
 
-/// Runs candidate I of PS, its steps unrolled at compile time.
-template <const plan_set& PS, int I, class T, int R, class From, class Mesh>
-run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s) {
+/// Runs candidate I of PS, its steps unrolled at compile time (with `Into`, into `dest`).
+template <const plan_set& PS, int I, bool Into = false, class T, int R, class From, class Mesh>
+run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
   constexpr const plan& p = PS.p[I];
   const Mesh& m = x.mesh();
   if constexpr (p.nsteps == 1 && (p.steps[0].kind == step_kind::all_gather || p.steps[0].kind == step_kind::reduce_scatter ||
                                   p.steps[0].kind == step_kind::all_reduce)) {
     // One collective on pieces that already lie in place: allocate the result, one call.
     const step_geometry& sg = g.steps[0];
-    if (!g.staged()) {
-      auto owner = allocate_result<T>(m, sg.out_elems, s);
+    constexpr bool padded = Into && p.steps[0].kind == step_kind::reduce_scatter;  // its chunk may exceed the piece
+    if (!g.staged() && (!padded || sg.out_elems == static_cast<std::size_t>(sg.nb.volume()))) {
+      std::shared_ptr<T> owner;
+      T* data = dest;
+      if constexpr (!Into) {
+        owner = allocate_result<T>(m, sg.out_elems, s);
+        data = owner.get();
+      }
       auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
-      if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), owner.get(), sg.chunk, s);
-      else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), owner.get(), sg.chunk, p.steps[0].op, s);
-      else c.all_reduce(x.data(), owner.get(), sg.in_elems, p.steps[0].op, s);
-      T* data = owner.get();
+      if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), data, sg.chunk, s);
+      else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), data, sg.chunk, p.steps[0].op, s);
+      else c.all_reduce(x.data(), data, sg.in_elems, p.steps[0].op, s);
       return {std::move(owner), data, &sg.nb};
     }
   }
-  executor<T, Mesh> ex(m, g, x.data(), s);
+  executor<T, Mesh, Into> ex(m, g, x.data(), s, dest);
   [&]<std::size_t... J>(std::index_sequence<J...>) {
     (ex.template run<p.steps[J].kind, J + 1 == static_cast<std::size_t>(p.nsteps)>(p.steps[J], static_cast<int>(J)), ...);
   }(std::make_index_sequence<static_cast<std::size_t>(p.nsteps)>{});
@@ -79,10 +88,48 @@ run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry
 }
 
 /// A static redistribute whose mesh chose the run-time plan (kept out of line).
-template <class T, int R, class From, class Mesh>
-[[gnu::noinline]] run_result<T> run_dynamic(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s) {
-  auto [owner, data] = execute_steps(x, g.own->steps, g.own->nsteps, g, s);
+template <bool Into = false, class T, int R, class From, class Mesh>
+[[gnu::noinline]] run_result<T> run_dynamic(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s,
+                                            T* dest = nullptr) {
+  auto [owner, data] = execute_steps<Into>(x, g.own->steps, g.own->nsteps, g, s, dest);
   return {std::move(owner), data, &g.final_box()};
+}
+
+/// The geometry of the static redistribute From -> To for x's mesh and extents, chosen and
+/// cached on first use.
+template <class To, class T, int R, class From, class Mesh>
+const plan_geometry& static_geometry(const dtensor<T, R, From, Mesh>& x) {
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  const std::int64_t* ext = x.global_extents().data();
+  const plan_geometry* gp = x.mesh().cache().geometry.template find<R>(&ps, ext);
+  if (!gp) [[unlikely]]
+    gp = &insert_static_geometry<R>(x.mesh(), ps, ext);
+  return *gp;
+}
+
+/// Why x and y do not fit redistribute_into (cold: only called when they do not).
+template <class T, int R, class LX, class LY, class Mesh>
+[[gnu::cold, gnu::noinline]] void throw_into_error(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY, Mesh>& y) {
+  const std::string who = "shardcast::redistribute_into: ";
+  SHARDCAST_EXPECTS(x.mesh() == y.mesh(), who + "the output lives on another mesh; create it on the input's mesh");
+  SHARDCAST_EXPECTS(x.global_extents() == y.global_extents(),
+                    who + "the output's global extents differ from the input's; give it the input's global extents");
+  SHARDCAST_EXPECTS(y.local_size() == 0 || y.data() != nullptr, who + "the output has no memory for its local piece");
+  throw layout_error(who + "the output's local piece overlaps the input's, which redistribute never modifies; give the output memory of its own");
+}
+
+/// The checks of redistribute_into: same mesh and global extents, memory for y's piece,
+/// and y's piece disjoint from x's (or the same piece when `same_layout`).
+template <class T, int R, class LX, class LY, class Mesh>
+inline void check_into(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY, Mesh>& y, bool same_layout) {
+  const std::size_t nx = x.local_size(), ny = y.local_size();
+  const T *px = x.data(), *py = y.data();
+  bool same_extents = true;  // (std::array's == calls memcmp here)
+  for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) same_extents &= x.global_extents()[d] == y.global_extents()[d];
+  const bool fits = x.mesh() == y.mesh() && same_extents && (ny == 0 || py != nullptr) &&
+                    ((same_layout && px == py) || nx == 0 || ny == 0 || py + ny <= px || px + nx <= py);
+  if (!fits) [[unlikely]]
+    throw_into_error(x, y);
 }
 }  // namespace detail
 
@@ -107,11 +154,7 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
   if constexpr (ps.p[0].nsteps == 0) {
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box());
   } else {
-    const std::int64_t* ext = x.global_extents().data();
-    const detail::plan_geometry* gp = x.mesh().cache().geometry.template find<R>(&ps, ext);
-    if (!gp) [[unlikely]]
-      gp = &detail::insert_static_geometry<R>(x.mesh(), ps, ext);
-    const detail::plan_geometry& g = *gp;
+    const detail::plan_geometry& g = detail::static_geometry<To>(x);
     // With one candidate `second` is 0 and the middle arm is never taken. (An if-constexpr
     // form of this dispatch compiled to more instructions per call with GCC 12.)
     constexpr int second = ps.n > 1 ? 1 : 0;
@@ -119,6 +162,33 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
                               : g.choice == second ? detail::run_static<static_plans<From, To, R>, second>(x, g, s)
                                                    : detail::run_dynamic(x, g, s);
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), std::move(r.owner), r.data, *r.nb);
+  }
+}
+
+/// Converts `x` to the layout of `y` and writes the result into y's local piece: y keeps
+/// its storage (its own, or the caller's memory wrapped by make_view), so a loop, a memory
+/// plan or a captured CUDA graph can reuse one output buffer. Runs the plan that
+/// `redistribute<To>(x)` runs; nothing is allocated for the result (an uneven reduce_scatter
+/// as last step writes its padded chunk to a temporary first).
+/// @param y output on x's mesh with x's global extents; its local piece must not overlap x's
+///        (except the same piece when the layouts are equal, which is then left as it is)
+/// @throws layout_error if y does not fit x
+/// @throws comm_error if a collective fails
+template <class T, int R, class From, class To, class Mesh>
+  requires(!std::same_as<From, dynamic_layout> && !std::same_as<To, dynamic_layout>)
+void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
+  static_assert(detail::same_op_partials(To::desc),
+                "shardcast::redistribute_into: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  detail::check_into(x, y, ps.p[0].nsteps == 0);
+  if constexpr (ps.p[0].nsteps == 0) {
+    if (x.data() != y.data()) detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);
+  } else {
+    const detail::plan_geometry& g = detail::static_geometry<To>(x);
+    constexpr int second = ps.n > 1 ? 1 : 0;
+    if (g.choice == 0) detail::run_static<static_plans<From, To, R>, 0, true>(x, g, s, y.data());
+    else if (g.choice == second) detail::run_static<static_plans<From, To, R>, second, true>(x, g, s, y.data());
+    else detail::run_dynamic<true>(x, g, s, y.data());
   }
 }
 
@@ -153,6 +223,40 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_lay
   }
   auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
   return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
+}
+
+/// Converts a dynamic-layout tensor to the layout of `y` and writes the result into y's
+/// local piece, as the static redistribute_into does; the plan is the one
+/// `redistribute(x, y.layout())` runs (cached in the mesh).
+/// @throws layout_error if y does not fit x
+template <class T, int R, class Mesh>
+void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtensor<T, R, dynamic_layout, Mesh>& y,
+                       typename Mesh::stream_type s = {}) {
+  const runtime_layout to = y.layout();
+  detail::check_into(x, y, x.layout() == to);
+  auto& cache = x.mesh().cache().plans;
+  const auto* e = cache.find(x.layout(), to, x.global_extents().data(), R);
+  if (!e) {
+    const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+    if (p.nsteps == 0) {
+      if (x.data() != y.data()) detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);
+      return;
+    }
+    e = &cache.insert(x.global_extents().data(), R, p, detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
+  }
+  detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
+}
+
+/// Every other pairing of input and output: a compile-time message that says what to change.
+template <class TX, int RX, class LX, class MX, class TY, int RY, class LY, class MY>
+void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY, MY>&, typename MX::stream_type = {}) {
+  static_assert(std::is_same_v<TX, TY>,
+                "shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.");
+  static_assert(RX == RY, "shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.");
+  static_assert(std::is_same_v<MX, MY>, "shardcast::redistribute_into: the output's mesh type differs from the input's; make the output on the input's mesh.");
+  static_assert(std::is_same_v<LX, dynamic_layout> == std::is_same_v<LY, dynamic_layout>,
+                "shardcast::redistribute_into: one of the input and the output has dynamic_layout and the other a static layout; use static "
+                "layouts for both, or view the static one as a dtensor<T, R, dynamic_layout, Mesh> (same mesh, extents, owner, data and layout()).");
 }
 
 /// Runs an explicit plan on a dynamic-layout tensor (the plan's source must be x's layout).

@@ -239,6 +239,16 @@ void redistribute_round_trip(Comm& c, const std::array<int, 2>& shape, cudaStrea
   CHECK(sc::to_global(z, s) == g);
   auto r = sc::redistribute<sc::layout<sc::replicate, sc::replicate>>(z, s);
   CHECK(sc::to_global(r, s) == g);
+  // redistribute_into: the same kind of plans into device outputs made beforehand.
+  auto yi = sc::empty<sc::layout<sc::replicate, sc::shard<0>>, float>(m, ext, s);
+  const float* yi_data = yi.data();
+  sc::redistribute_into(x, yi, s);
+  CHECK(sc::to_global(yi, s) == g);
+  CHECK(yi.data() == yi_data);
+  auto p = sc::redistribute<sc::layout<sc::partial<>, sc::shard<1>>>(x, s);  // zero-pad along axis 0
+  auto pi = sc::empty<sc::layout<sc::shard<0>, sc::shard<1>>, float>(m, ext, s);
+  sc::redistribute_into(p, pi, s);  // uneven reduce_scatter last: its padded chunk is trimmed into pi
+  CHECK(sc::to_global(pi, s) == g);
 }
 }  // namespace
 
@@ -273,4 +283,14 @@ TEST_CASE("device dtensors redistribute on an nccl mesh (every visible GPU)" * d
   auto full = sc::redistribute<sc::layout<sc::replicate>>(x, stream);   // ncclAllGather on `stream`
   // full.data(): rows*cols floats on this device, valid while `full` lives
   (void)full;
+}
+
+// The second snippet of docs/03_gpu.md: the same gather into a buffer the caller has.
+[[maybe_unused]] static void gather_rows_into(ncclComm_t comm, float* d_rows, float* d_full, std::int64_t rows, std::int64_t cols,
+                                               cudaStream_t stream) {
+  sc::nccl::communicator c(comm);
+  auto mesh = sc::make_mesh(c, std::array<int, 1>{c.size()});
+  const std::array<std::int64_t, 2> ext{rows, cols};
+  auto x = sc::make_view<sc::layout<sc::shard<0>>>(mesh, d_rows, ext);
+  sc::redistribute_into(x, sc::make_view<sc::layout<sc::replicate>>(mesh, d_full, ext), stream);  // writes d_full on `stream`
 }

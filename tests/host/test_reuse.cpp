@@ -202,3 +202,52 @@ TEST_CASE("large results reuse the blocks of released results, never those of li
   });
   f.report();
 }
+
+TEST_CASE("a mesh frees its cached memory on request and keeps at most its result pool limit") {
+  failures f;
+  using From = sc::layout<sc::shard<0>, sc::replicate>;
+  using To = sc::layout<sc::replicate, sc::shard<1>>;
+  using Staged = sc::layout<sc::replicate, sc::replicate>;  // gathers along dim 1: unpacked from the arena
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    const std::string who = "rank " + std::to_string(c.rank()) + ": ";
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> e{256, 512};  // each rank's To result: 256 KiB, pooled
+    const std::size_t block = 256 * 256 * sizeof(float);
+    const auto g = st::make_global<float>(e[0] * e[1]);
+    auto x = sc::distribute<From>(m, g, e);
+    if (m.result_pool_limit() != SHARDCAST_RESULT_POOL_BYTES) f.add(who + "the default limit is not SHARDCAST_RESULT_POOL_BYTES");
+
+    f.add(st::check_against_reference(sc::redistribute<To>(x), g));  // released at once: waits in the pool
+    f.add(st::check_against_reference(sc::redistribute<Staged>(sc::redistribute<To>(x)), g));
+    const auto& cache = m.cache();
+    // Waiting: the To block (reused by the second To result, then released) and the 512 KiB Staged result.
+    if (cache.results.free_blocks() != 2 || cache.results.free_bytes() < 3 * block)
+      f.add(who + "expected blocks of 256 and 512 KiB waiting, found " + std::to_string(cache.results.free_blocks()) + " blocks, " +
+            std::to_string(cache.results.free_bytes()) + " bytes");
+    if (cache.arena.capacity() == 0) f.add(who + "the staging arena was never used");
+    if (m.cached_bytes() != cache.results.free_bytes() + cache.arena.capacity()) f.add(who + "cached_bytes() is not pool + arena");
+
+    m.release_cached_memory();
+    if (m.cached_bytes() != 0 || cache.results.free_blocks() != 0 || cache.arena.capacity() != 0)
+      f.add(who + "release_cached_memory left " + std::to_string(m.cached_bytes()) + " bytes");
+    f.add(st::check_against_reference(sc::redistribute<Staged>(sc::redistribute<To>(x)), g));  // allocates again
+
+    // Room for one block: two released results leave one waiting.
+    m.release_cached_memory();
+    m.set_result_pool_limit(block + block / 2);
+    {
+      auto y1 = sc::redistribute<To>(x);
+      auto y2 = sc::redistribute<To>(x);
+      f.add(st::check_against_reference(y1, g));
+      f.add(st::check_against_reference(y2, g));
+    }
+    if (cache.results.free_blocks() != 1) f.add(who + "a limit of 1.5 blocks keeps " + std::to_string(cache.results.free_blocks()) + " blocks");
+    // Lowering the limit frees what no longer fits; 0 turns recycling off.
+    m.set_result_pool_limit(0);
+    if (cache.results.free_blocks() != 0 || m.result_pool_limit() != 0) f.add(who + "a limit of 0 kept waiting blocks");
+    f.add(st::check_against_reference(sc::redistribute<To>(x), g));
+    if (cache.results.free_blocks() != 0) f.add(who + "with a limit of 0 a released result was kept");
+    f.add(st::check_against_reference(x, g));  // the input was never modified
+  });
+  f.report();
+}

@@ -184,8 +184,9 @@ inline std::shared_ptr<T> allocate_result(const Mesh& m, std::size_t n, typename
   return memory_ops<typename Mesh::memory_space>::template allocate<T>(n, s);
 }
 
-/// Runs the steps of one plan, in order, on this rank.
-template <class T, class Mesh>
+/// Runs the steps of one plan, in order, on this rank. The last step writes into memory
+/// the result owns, or with `Into` into the caller's `dest` (the target's local piece).
+template <class T, class Mesh, bool Into = false>
 class executor {
   using space = typename Mesh::memory_space;
   using ops = memory_ops<space>;
@@ -195,7 +196,8 @@ class executor {
 
  public:
   /// `in` is this rank's input piece (box g.src_box); it is only read.
-  executor(const Mesh& m, const plan_geometry& g, const T* in, stream_type s) : m_(m), g_(g), s_(s), in_(in), ib_(&g.src_box) {
+  executor(const Mesh& m, const plan_geometry& g, const T* in, stream_type s, T* dest = nullptr)
+      : m_(m), g_(g), s_(s), in_(in), ib_(&g.src_box), dest_(dest) {
     if constexpr (use_arena) {
       if (g.staged()) stage();
     }
@@ -213,6 +215,13 @@ class executor {
     else if constexpr (K == step_kind::slice) ops::copy_region(in_, *ib_, out, sg.nb, sg.nb, s_);
     else if constexpr (K == step_kind::pad) pad(st, sg, out);
     else identity(st, sg, out);
+    if constexpr (Into) {
+      if (owner_ && i + 1 == g_.nsteps) {  // a padded reduce_scatter chunk: keep the piece
+        ops::copy(dest_, out, static_cast<std::size_t>(sg.nb.volume()), s_);
+        out = dest_;
+        owner_.reset();
+      }
+    }
     in_ = out;
     out_ = out;
     ib_ = &sg.nb;
@@ -252,6 +261,9 @@ class executor {
   /// arena (alternating, so a step never writes the slot it reads) or, on device memory,
   /// a fresh allocation kept until the step after next has been issued.
   T* result(const step_geometry& sg) {
+    if constexpr (Into) {
+      if (sg.out_elems == static_cast<std::size_t>(sg.nb.volume())) return dest_;
+    }
     owner_ = allocate_result<T>(m_, sg.out_elems, s_);
     return owner_.get();
   }
@@ -352,6 +364,7 @@ class executor {
   const T* in_;       // the current piece
   const box* ib_;     // its box
   T* out_ = nullptr;  // the last step's output
+  T* dest_;           // Into: the target's local piece
   std::shared_ptr<T> owner_;
   // Staging: host memory uses the arena, device memory allocates per call.
   struct host_staging {

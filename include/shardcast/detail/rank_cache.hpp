@@ -17,6 +17,7 @@
 #include <new>
 #include <vector>
 
+#include "../config.hpp"
 #include "../plan.hpp"
 #include "../split.hpp"
 
@@ -188,6 +189,12 @@ class staging_arena {
   }
   /// Bytes currently held.
   std::size_t capacity() const { return cap_; }
+  /// Frees the buffer unless a lease holds it; the next acquire allocates again.
+  void release() {
+    if (busy_) return;
+    buf_.reset();
+    cap_ = 0;
+  }
 
  private:
   static std::byte* aligned(std::byte* p) {
@@ -203,13 +210,13 @@ class staging_arena {
 /// block comes back here, and the next result of the same byte size reuses it: already
 /// mapped pages, so no page faults and no kernel clearing (which dominate a fresh
 /// multi-MiB allocation). Blocks smaller than `min_bytes` use the ordinary allocation;
-/// at most `max_free` blocks and `max_free_bytes` bytes wait for reuse (the oldest is
-/// released first). Results may be released on any thread: the free list has a mutex.
+/// at most `max_free` blocks and `limit()` bytes (SHARDCAST_RESULT_POOL_BYTES unless
+/// set_limit changed it) wait for reuse, the oldest released first. Results may be
+/// released on any thread: the free list has a mutex.
 class result_pool {
  public:
   static constexpr std::size_t min_bytes = std::size_t{256} << 10;
   static constexpr std::size_t max_free = 4;
-  static constexpr std::size_t max_free_bytes = std::size_t{512} << 20;
   static constexpr std::align_val_t block_align{64};
 
   /// The shared free list; every result allocated here keeps it alive.
@@ -217,8 +224,20 @@ class result_pool {
     std::mutex m;
     std::vector<std::pair<std::size_t, void*>> free;  // (bytes, block), oldest first
     std::size_t free_bytes = 0;
+    std::size_t limit = SHARDCAST_RESULT_POOL_BYTES;
     ~core() {
       for (auto& b : free) ::operator delete(b.second, block_align);
+    }
+    /// Drops the oldest waiting blocks until at most `keep_blocks` blocks and `limit`
+    /// bytes wait; returns them, to be freed outside the lock.
+    std::vector<void*> trim_locked(std::size_t keep_blocks) {
+      std::vector<void*> drop;
+      while (!free.empty() && (free.size() > keep_blocks || free_bytes > limit)) {
+        drop.push_back(free.front().second);
+        free_bytes -= free.front().first;
+        free.erase(free.begin());
+      }
+      return drop;
     }
     void* take(std::size_t bytes) {
       {
@@ -237,17 +256,30 @@ class result_pool {
       std::vector<void*> drop;
       {
         std::lock_guard lk(m);
-        if (bytes > max_free_bytes) {
+        if (bytes > limit) {
           drop.push_back(p);
         } else {
           free.emplace_back(bytes, p);
           free_bytes += bytes;
-          while (free.size() > max_free || free_bytes > max_free_bytes) {
-            drop.push_back(free.front().second);
-            free_bytes -= free.front().first;
-            free.erase(free.begin());
-          }
+          drop = trim_locked(max_free);
         }
+      }
+      for (void* q : drop) ::operator delete(q, block_align);
+    }
+    void set_limit(std::size_t bytes) {
+      std::vector<void*> drop;
+      {
+        std::lock_guard lk(m);
+        limit = bytes;
+        drop = trim_locked(max_free);
+      }
+      for (void* q : drop) ::operator delete(q, block_align);
+    }
+    void release() {
+      std::vector<void*> drop;
+      {
+        std::lock_guard lk(m);
+        drop = trim_locked(0);
       }
       for (void* q : drop) ::operator delete(q, block_align);
     }
@@ -281,6 +313,20 @@ class result_pool {
     std::lock_guard lk(core_->m);
     return core_->free.size();
   }
+  /// Bytes of the blocks waiting for reuse.
+  std::size_t free_bytes() const {
+    std::lock_guard lk(core_->m);
+    return core_->free_bytes;
+  }
+  /// At most this many bytes of released results wait for reuse; 0 turns recycling off.
+  std::size_t limit() const {
+    std::lock_guard lk(core_->m);
+    return core_->limit;
+  }
+  /// Changes limit() and frees the oldest waiting blocks beyond it.
+  void set_limit(std::size_t bytes) { core_->set_limit(bytes); }
+  /// Frees every waiting block; the limit stays.
+  void release() { core_->release(); }
 
  private:
   std::shared_ptr<core> core_ = std::make_shared<core>();

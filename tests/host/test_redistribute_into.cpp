@@ -1,0 +1,225 @@
+// redistribute_into: the result is written into memory the output tensor already has.
+// Every result is compared with the single-rank reference; the output's memory around its
+// local piece (guard elements) must stay untouched, the output must keep its storage, and
+// the input must be unchanged.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <mutex>
+#include <shardcast/shardcast.hpp>
+#include <string>
+#include <vector>
+
+#include "common/differential.hpp"
+
+namespace sc = shardcast;
+namespace st = shardcast::testing;
+
+namespace {
+constexpr std::size_t guard = 8;
+constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+
+/// Collects failure messages from every rank.
+struct failures {
+  std::mutex mu;
+  std::vector<std::string> list;
+  std::size_t cases = 0;
+  void add(const std::string& s) {
+    if (s.empty()) return;
+    std::lock_guard lk(mu);
+    if (list.size() < 20) list.push_back(s);
+  }
+  void report() {
+    for (auto& s : list) FAIL_CHECK(s);
+    CHECK(list.empty());
+  }
+};
+
+/// Memory for an output piece of `n` elements with `guard` sentinels on either side.
+template <class T>
+struct guarded {
+  static constexpr T sentinel = static_cast<T>(-77);
+  std::vector<T> buf;
+  explicit guarded(std::size_t n) : buf(n + 2 * guard, sentinel) {}
+  T* piece() { return buf.data() + guard; }
+  std::string check(std::size_t n) const {
+    for (std::size_t i = 0; i < guard; ++i)
+      if (buf[i] != sentinel || buf[guard + n + i] != sentinel) return "wrote outside the output's local piece";
+    return "";
+  }
+};
+
+/// The bytes of x's local piece, to check afterwards that it was not modified.
+template <class D>
+auto snapshot(const D& x) {
+  std::vector<typename D::value_type> v(x.local_size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = x.data()[i];
+  return v;
+}
+
+/// distribute(src), then redistribute_into a view over guarded memory of layout dst.
+template <class T, std::size_t R, class Mesh>
+std::string dynamic_case(const Mesh& m, const sc::runtime_layout& src, const sc::runtime_layout& dst, const std::array<std::int64_t, R>& ext) {
+  using D = sc::dtensor<T, static_cast<int>(R), sc::dynamic_layout, Mesh>;
+  std::int64_t n = 1;
+  for (auto v : ext) n *= v;
+  const auto g = st::make_global<T>(n);
+  const auto x = sc::distribute(m, src, g, ext);
+  const auto before = snapshot(x);
+  const sc::box b = sc::local_box(dst, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
+  guarded<T> out(static_cast<std::size_t>(b.volume()));
+  const D y(m, ext, nullptr, out.piece(), dst);
+  const std::string what = sc::to_string(src) + " -> " + sc::to_string(dst) + ": ";
+  sc::redistribute_into(x, y);
+  std::string err = st::check_against_reference(y, g);  // collective: every rank calls it
+  if (err.empty()) err = out.check(y.local_size());
+  if (err.empty() && snapshot(x) != before) err = "the input was modified";
+  if (err.empty() && y.data() != out.piece()) err = "the output changed its storage";
+  return err.empty() ? err : what + err;
+}
+
+template <class T, int N, std::size_t R>
+void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, failures& f) {
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  sc::host::run(nranks, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    std::size_t mine = 0;
+    for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
+      const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
+      for (std::size_t i = 0; i < layouts.size(); ++i)
+        for (std::size_t j = 0; j < layouts.size(); ++j) {
+          if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;  // each op covers a slice of the pairs
+          for (const auto& e : extents) {
+            f.add(dynamic_case<T>(m, layouts[i], layouts[j], e));
+            ++mine;
+          }
+        }
+    }
+    if (c.rank() == 0) f.cases += mine;
+  });
+}
+
+/// distribute<From>, then redistribute_into<To> twice (the second time with the plan's
+/// geometry cached) into one guarded view; also into an owning `empty` output.
+template <class From, class To, class T, int N, std::size_t R>
+void static_case(const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, failures& f) {
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  sc::host::run(nranks, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    std::int64_t n = 1;
+    for (auto v : ext) n *= v;
+    const auto g = st::make_global<T>(n);
+    const auto x = sc::distribute<From>(m, g, ext);
+    const auto before = snapshot(x);
+    const std::string what = sc::to_string(From::desc) + " -> " + sc::to_string(To::desc) + ": ";
+    const sc::box b = sc::local_box(To::desc, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
+    guarded<T> out(static_cast<std::size_t>(b.volume()));
+    const auto y = sc::make_view<To>(m, out.piece(), ext);
+    for (int round = 0; round < 2; ++round) {
+      std::fill(out.piece(), out.piece() + y.local_size(), T{});
+      sc::redistribute_into(x, y);
+      std::string err = st::check_against_reference(y, g);
+      if (err.empty()) err = out.check(y.local_size());
+      if (!err.empty()) f.add(what + "round " + std::to_string(round) + ": " + err);
+    }
+    const auto z = sc::empty<To, T>(m, ext);
+    const T* zdata = z.data();
+    sc::redistribute_into(x, z);
+    f.add(st::check_against_reference(z, g));
+    if (z.data() != zdata) f.add(what + "the owning output changed its storage");
+    if (snapshot(x) != before) f.add(what + "the input was modified");
+    if (c.rank() == 0) f.cases += 3;
+  });
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("redistribute_into matches the reference for every layout pair on 1- and 2-axis meshes", T, float, std::int64_t) {
+  failures f;
+  for (int n : {1, 3, 4}) {
+    sweep<T, 1, 1>({n}, {{{7}}, {{2}}, {{0}}}, f);
+    sweep<T, 1, 2>({n}, {{{5, 3}}, {{2, 7}}}, f);
+  }
+  for (auto shape : {std::array<int, 2>{2, 2}, std::array<int, 2>{2, 3}}) sweep<T, 2, 2>(shape, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, f);
+  f.report();
+  MESSAGE(f.cases << " cases");
+}
+
+TEST_CASE("static redistribute_into runs each kind of plan into the output's memory") {
+  using namespace sc;
+  failures f;
+  using S0_R = layout<shard<0>, replicate>;
+  using R_R = layout<replicate, replicate>;
+  using P_R = layout<partial<>, replicate>;
+  // One collective on pieces in place (the fast path), even and uneven.
+  static_case<S0_R, R_R, float, 2, 2>({2, 2}, {8, 8}, f);
+  static_case<S0_R, R_R, float, 2, 2>({2, 2}, {7, 5}, f);
+  static_case<P_R, S0_R, float, 2, 2>({2, 2}, {8, 8}, f);
+  // Uneven reduce_scatter as last step: its padded chunk is larger than the piece.
+  static_case<P_R, S0_R, std::int32_t, 2, 2>({3, 2}, {7, 5}, f);
+  static_case<layout<partial<max>>, layout<shard<1>>, double, 1, 2>({4}, {3, 5}, f);
+  static_case<layout<partial<>, partial<>>, R_R, std::int64_t, 2, 2>({2, 2}, {5, 3}, f);
+  // Staged: unpack after a gather along dim 1, two steps, all_to_all, pad, slice.
+  static_case<layout<replicate, shard<1>>, R_R, float, 2, 2>({2, 2}, {8, 8}, f);
+  static_case<S0_R, layout<replicate, shard<1>>, float, 2, 2>({2, 3}, {7, 5}, f);
+  static_case<layout<shard<0>, shard<1>>, layout<shard<1>, shard<0>>, double, 2, 2>({2, 2}, {6, 9}, f);
+  static_case<S0_R, layout<partial<>, replicate>, float, 2, 2>({2, 2}, {5, 4}, f);
+  static_case<R_R, layout<shard<1>, shard<0>>, std::int32_t, 2, 2>({2, 2}, {3, 5}, f);
+  // Empty pieces, and the same layout (a copy).
+  static_case<S0_R, R_R, float, 2, 2>({4, 1}, {2, 3}, f);
+  static_case<S0_R, S0_R, float, 2, 2>({2, 2}, {5, 4}, f);
+  f.report();
+  MESSAGE(f.cases << " cases");
+}
+
+TEST_CASE("redistribute_into to the same layout in place leaves the piece as it is") {
+  failures f;
+  using L = sc::layout<sc::shard<0>, sc::replicate>;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> e{5, 3};
+    const auto g = st::make_global<float>(15);
+    const auto x = sc::distribute<L>(m, g, e);
+    sc::redistribute_into(x, x);
+    f.add(st::check_against_reference(x, g));
+    using D = sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)>;
+    const D d(m, e, x.owner(), x.data(), x.layout());
+    sc::redistribute_into(d, d);
+    f.add(st::check_against_reference(d, g));
+  });
+  f.report();
+}
+
+TEST_CASE("redistribute_into rejects an output that does not fit the input") {
+  failures f;
+  using From = sc::layout<sc::shard<0>, sc::replicate>;
+  using To = sc::layout<sc::replicate, sc::shard<1>>;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    auto other = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> e{6, 4};
+    const auto g = st::make_global<float>(24);
+    const auto x = sc::distribute<From>(m, g, e);
+    const auto before = snapshot(x);
+    auto expect = [&](auto&& call, const char* needle, const char* what) {
+      try {
+        call();
+        f.add(std::string(what) + ": no exception");
+      } catch (const sc::layout_error& err) {
+        if (std::string(err.what()).find(needle) == std::string::npos) f.add(std::string(what) + ": unexpected message: " + err.what());
+      }
+    };
+    expect([&] { sc::redistribute_into(x, sc::empty<To, float>(other, e)); }, "another mesh", "other mesh");
+    expect([&] { sc::redistribute_into(x, sc::empty<To, float>(m, std::array<std::int64_t, 2>{6, 5})); }, "global extents", "extents");
+    // x's piece is 3x4 = 12 floats, the output's 6x2: a view over x's own memory overlaps it.
+    expect([&] { sc::redistribute_into(x, sc::make_view<To>(m, x.data(), e)); }, "overlaps", "aliasing output");
+    expect([&] { sc::redistribute_into(x, sc::make_view<To>(m, static_cast<float*>(nullptr), e)); }, "no memory", "null output");
+    using D = sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)>;
+    const D dx(m, e, x.owner(), x.data(), x.layout());
+    const D dy(m, e, nullptr, x.data() + 2, sc::runtime_layout::parse("R,S(1)"));
+    expect([&] { sc::redistribute_into(dx, dy); }, "overlaps", "aliasing dynamic output");
+    if (snapshot(x) != before) f.add("a rejected call modified the input");
+  });
+  f.report();
+}
