@@ -55,6 +55,17 @@ bool parse_dims(const std::string& s, std::vector<V>& out) {
   return !out.empty();
 }
 
+/// "2x2x4": the inverse of parse_dims.
+template <class V>
+std::string joined(const std::vector<V>& dims) {
+  std::string s;
+  for (const V& v : dims) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(v);
+  }
+  return s;
+}
+
 /// Small integers, so partial sums stay exact.
 inline float global_value(std::size_t i) { return static_cast<float>(1 + (i * 7) % 13); }
 
@@ -69,8 +80,7 @@ int run(const transition_options& o) {
   const runtime_layout src = runtime_layout::parse(o.from), dst = runtime_layout::parse(o.to);
   const plan p = make_plan(src, dst, shape, ext);
   std::printf("# shardcast-bench redistribute: mesh %s, extents %s, float, %d ranks (host backend), %d iters, %d warmup\n",
-              [&] { std::string s; for (int v : o.mesh) s += (s.empty() ? "" : "x") + std::to_string(v); return s; }().c_str(),
-              [&] { std::string s; for (auto v : o.extents) s += (s.empty() ? "" : "x") + std::to_string(v); return s; }().c_str(),
+              joined(o.mesh).c_str(), joined(o.extents).c_str(),
               nranks, o.iters, o.warmup);
   const std::string ex = explain(p, shape, ext, sizeof(float));
   std::size_t b = 0;

@@ -18,7 +18,10 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
     const step& st = p.steps[i];
     std::string axes;
     for (int a = 0; a < st.from.naxes; ++a)
-      if (st.axes >> a & 1u) axes += (axes.empty() ? "" : ",") + std::to_string(a);
+      if (st.axes >> a & 1u) {
+        if (!axes.empty()) axes += ',';  // (not `"," + std::string`: GCC 12's false -Wrestrict, PR 105329)
+        axes += std::to_string(a);
+      }
     std::string name = to_string(st.kind);
     if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
       name += std::string("(") + to_string(st.op) + ")";

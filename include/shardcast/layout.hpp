@@ -86,9 +86,13 @@ inline runtime_layout runtime_layout::parse(std::string_view text) {
   runtime_layout out;
   if (t.empty()) throw layout_error("shardcast::runtime_layout::parse: empty layout text; write one placement per mesh axis, e.g. \"S(0),R\"");
   std::size_t pos = 0;
-  auto fail = [&](const std::string& why) -> void {
-    throw layout_error("shardcast::runtime_layout::parse: " + why + " in \"" + std::string(text) +
-                       "\"; placements are R, S(dim) or P(sum|avg|max|min|prod), separated by commas");
+  // The message is built by appending: GCC 12 reports a false -Wrestrict on
+  // `"literal" + std::string` (GCC PR 105329), which users' -Wall builds would show.
+  auto fail = [&](const auto&... parts) -> void {
+    std::string m("shardcast::runtime_layout::parse: ");
+    (m.append(parts), ...);
+    m.append(" in \"").append(text).append("\"; placements are R, S(dim) or P(sum|avg|max|min|prod), separated by commas");
+    throw layout_error(m);
   };
   while (true) {
     std::size_t end = pos;
@@ -99,35 +103,35 @@ inline runtime_layout runtime_layout::parse(std::string_view text) {
       ++end;
     }
     std::string_view item(t.data() + pos, end - pos);
-    if (item.empty()) fail("empty placement at position " + std::to_string(pos));
-    if (out.naxes >= SHARDCAST_MAX_AXES) fail("more than " + std::to_string(SHARDCAST_MAX_AXES) + " placements");
+    if (item.empty()) fail("empty placement at position ", std::to_string(pos));
+    if (out.naxes >= SHARDCAST_MAX_AXES) fail("more than ", std::to_string(SHARDCAST_MAX_AXES), " placements");
     std::string_view head = item, arg;
     bool has_arg = false;
     if (auto lp = item.find('('); lp != std::string_view::npos) {
-      if (item.back() != ')') fail("unbalanced parenthesis in '" + std::string(item) + "'");
+      if (item.back() != ')') fail("unbalanced parenthesis in '", item, "'");
       head = item.substr(0, lp);
       arg = item.substr(lp + 1, item.size() - lp - 2);
       has_arg = true;
     }
     placement_desc d;
     if (head == "R" || head == "replicate") {
-      if (has_arg) fail("'" + std::string(item) + "': replicate takes no argument");
+      if (has_arg) fail("'", item, "': replicate takes no argument");
       d = placement_desc::make_replicate();
     } else if (head == "S" || head == "shard") {
-      if (!has_arg || arg.empty()) fail("'" + std::string(item) + "': shard needs a dim, e.g. S(0)");
+      if (!has_arg || arg.empty()) fail("'", item, "': shard needs a dim, e.g. S(0)");
       int v = 0;
       for (char c : arg) {
-        if (c < '0' || c > '9') fail("'" + std::string(item) + "': shard dim must be a non-negative integer");
+        if (c < '0' || c > '9') fail("'", item, "': shard dim must be a non-negative integer");
         v = v * 10 + (c - '0');
-        if (v >= SHARDCAST_MAX_RANK) fail("'" + std::string(item) + "': shard dim exceeds the largest supported tensor rank " + std::to_string(SHARDCAST_MAX_RANK));
+        if (v >= SHARDCAST_MAX_RANK) fail("'", item, "': shard dim exceeds the largest supported tensor rank ", std::to_string(SHARDCAST_MAX_RANK));
       }
       d = placement_desc::make_shard(v);
     } else if (head == "P" || head == "partial") {
       reduce_op op = reduce_op::sum;
-      if (has_arg && !detail::parse_op(arg, op)) fail("'" + std::string(item) + "': unknown reduce op '" + std::string(arg) + "'");
+      if (has_arg && !detail::parse_op(arg, op)) fail("'", item, "': unknown reduce op '", arg, "'");
       d = placement_desc::make_partial(op);
     } else {
-      fail("unknown placement '" + std::string(item) + "'");
+      fail("unknown placement '", item, "'");
     }
     out[out.naxes++] = d;
     if (end >= t.size()) break;

@@ -44,7 +44,8 @@ class mesh {
         throw layout_error("shardcast::make_mesh: axis " + std::to_string(a) + " has size " +
                            std::to_string(shape[static_cast<std::size_t>(a)]) + "; every mesh axis needs size >= 1");
       prod *= shape[static_cast<std::size_t>(a)];
-      text += (a ? "x" : "") + std::to_string(shape[static_cast<std::size_t>(a)]);
+      if (a) text += 'x';  // (not `"x" + std::string`: GCC 12's false -Wrestrict, PR 105329)
+      text += std::to_string(shape[static_cast<std::size_t>(a)]);
     }
     if (prod != s_->comm.size())
       throw layout_error("shardcast::make_mesh: mesh shape " + text + " has " + std::to_string(prod) + " ranks but the communicator has " +

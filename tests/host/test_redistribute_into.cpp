@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/differential.hpp"
+#include "common/failures.hpp"
 
 namespace sc = shardcast;
 namespace st = shardcast::testing;
@@ -19,20 +20,9 @@ namespace {
 constexpr std::size_t guard = 8;
 constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
 
-/// Collects failure messages from every rank.
-struct failures {
-  std::mutex mu;
-  std::vector<std::string> list;
+/// Failures from every rank, and the number of cases rank 0 ran.
+struct failures : st::failures {
   std::size_t cases = 0;
-  void add(const std::string& s) {
-    if (s.empty()) return;
-    std::lock_guard lk(mu);
-    if (list.size() < 20) list.push_back(s);
-  }
-  void report() {
-    for (auto& s : list) FAIL_CHECK(s);
-    CHECK(list.empty());
-  }
 };
 
 /// Memory for an output piece of `n` elements with `guard` sentinels on either side.

@@ -12,25 +12,13 @@
 #include <vector>
 
 #include "common/differential.hpp"
+#include "common/failures.hpp"
 
 namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-/// Collects failure messages from every rank.
-struct failures {
-  std::mutex mu;
-  std::vector<std::string> list;
-  void add(const std::string& s) {
-    if (s.empty()) return;
-    std::lock_guard lk(mu);
-    if (list.size() < 20) list.push_back(s);
-  }
-  void report() {
-    for (auto& s : list) FAIL_CHECK(s);
-    CHECK(list.empty());
-  }
-};
+using st::failures;
 
 template <class To, class T, int R, class L, class Mesh>
 std::string check_static(const sc::dtensor<T, R, L, Mesh>& x, const std::vector<T>& g, const char* what) {

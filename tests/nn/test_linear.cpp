@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/failures.hpp"
 #include "reference.hpp"
 
 namespace sc = shardcast;
@@ -31,18 +32,7 @@ std::vector<T> relu_grad_ref(const std::vector<T>& x, std::vector<T> dy) {
   return dy;
 }
 
-struct failures {
-  std::mutex mu;
-  std::vector<std::string> list;
-  void add(int rank, const std::string& what) {
-    std::lock_guard lk(mu);
-    list.push_back("rank " + std::to_string(rank) + ": " + what);
-  }
-  void report() {
-    for (auto& s : list) FAIL_CHECK(s);
-    CHECK(list.empty());
-  }
-};
+using failures = shardcast::testing::failures;
 
 // The Megatron pair on `shape` with parallel axes `Axes`: X[t,in] -> fc1 -> relu -> fc2 -> Y[t,out],
 // then backward from dY. Every output and gradient is gathered (to_global, collective) and

@@ -16,6 +16,8 @@
 #include <shardcast/distribute.hpp>
 #include <shardcast/ops/elementwise.hpp>
 
+#include "common/failures.hpp"
+
 namespace optest {
 namespace sc = shardcast;
 using pd = sc::placement_desc;
@@ -162,15 +164,7 @@ std::string compare_global(const sc::dtensor<T, R, L, Mesh>& y, const std::vecto
   return "";
 }
 
-/// Collects failures from all rank threads.
-struct failures {
-  std::mutex mu;
-  std::vector<std::string> list;
-  void add(const std::string& s) {
-    std::lock_guard lk(mu);
-    if (list.size() < 20) list.push_back(s);
-  }
-};
+using failures = shardcast::testing::failures;
 
 template <int N>
 std::string shape_name(const std::array<int, N>& s) {

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/failures.hpp"
+
 namespace sc = shardcast;
 
 namespace {
@@ -53,19 +55,7 @@ std::vector<T> ref_gemm(const std::vector<T>& a, const std::vector<T>& b, std::i
   return c;
 }
 
-// Failures reported by rank threads, checked on the test thread.
-struct failures {
-  std::mutex m;
-  std::vector<std::string> v;
-  void add(const std::string& s) {
-    std::lock_guard lk(m);
-    v.push_back(s);
-  }
-  void report() {
-    for (auto& s : v) FAIL_CHECK(s);
-    CHECK(v.empty());
-  }
-};
+using failures = shardcast::testing::failures;
 
 // A partial layout has many local decompositions of one tensor (the planner may reduce a
 // partial axis early when that sends less), so against redistribute + matmul the reduced
