@@ -128,6 +128,51 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
   return "";
 }
 
+/// Host memory for an output piece of `n` elements with `guard` sentinels on either side.
+template <class T>
+struct guarded {
+  static constexpr std::size_t guard = 8;
+  static constexpr T sentinel = static_cast<T>(-77);
+  std::vector<T> buf;
+  explicit guarded(std::size_t n) : buf(n + 2 * guard, sentinel) {}
+  T* piece() { return buf.data() + guard; }
+  /// "" when the sentinels around a piece of `n` elements are intact.
+  std::string check(std::size_t n) const {
+    for (std::size_t i = 0; i < guard; ++i)
+      if (buf[i] != sentinel || buf[guard + n + i] != sentinel) return "wrote outside the output's local piece";
+    return "";
+  }
+};
+
+/// A copy of x's local piece (host memory), to check later that it was not modified.
+template <class D>
+std::vector<typename D::value_type> snapshot(const D& x) {
+  std::vector<typename D::value_type> v(x.local_size());
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = x.data()[i];
+  return v;
+}
+
+/// distribute(src) -> redistribute_into a view of layout dst over guarded host memory ->
+/// compare; also checks the memory around the piece, the input and the output's storage.
+template <class T, std::size_t R, class Mesh>
+std::string differential_into_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst, const std::array<std::int64_t, R>& ext) {
+  using D = dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>;
+  std::int64_t n = 1;
+  for (auto v : ext) n *= v;
+  const std::vector<T> g = make_global<T>(n);
+  const auto x = distribute(m, src, g, ext);
+  const auto before = snapshot(x);
+  const box b = local_box(dst, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
+  guarded<T> out(static_cast<std::size_t>(b.volume()));
+  const D y(m, ext, nullptr, out.piece(), dst);
+  redistribute_into(x, y);
+  std::string err = check_against_reference(y, g);  // collective: every rank calls it
+  if (err.empty()) err = out.check(y.local_size());
+  if (err.empty() && snapshot(x) != before) err = "the input was modified";
+  if (err.empty() && y.data() != out.piece()) err = "the output changed its storage";
+  return err.empty() ? err : to_string(src) + " -> " + to_string(dst) + " (redistribute_into): " + err;
+}
+
 /// Every placement for a rank-`rank` tensor: R, S(0..rank-1), P(op).
 inline std::vector<placement_desc> placements(int rank, reduce_op op) {
   std::vector<placement_desc> v{placement_desc::make_replicate()};

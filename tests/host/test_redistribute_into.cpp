@@ -17,7 +17,6 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-constexpr std::size_t guard = 8;
 constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
 
 /// Failures from every rank, and the number of cases rank 0 ran.
@@ -25,48 +24,8 @@ struct failures : st::failures {
   std::size_t cases = 0;
 };
 
-/// Memory for an output piece of `n` elements with `guard` sentinels on either side.
-template <class T>
-struct guarded {
-  static constexpr T sentinel = static_cast<T>(-77);
-  std::vector<T> buf;
-  explicit guarded(std::size_t n) : buf(n + 2 * guard, sentinel) {}
-  T* piece() { return buf.data() + guard; }
-  std::string check(std::size_t n) const {
-    for (std::size_t i = 0; i < guard; ++i)
-      if (buf[i] != sentinel || buf[guard + n + i] != sentinel) return "wrote outside the output's local piece";
-    return "";
-  }
-};
-
-/// The bytes of x's local piece, to check afterwards that it was not modified.
-template <class D>
-auto snapshot(const D& x) {
-  std::vector<typename D::value_type> v(x.local_size());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = x.data()[i];
-  return v;
-}
-
-/// distribute(src), then redistribute_into a view over guarded memory of layout dst.
-template <class T, std::size_t R, class Mesh>
-std::string dynamic_case(const Mesh& m, const sc::runtime_layout& src, const sc::runtime_layout& dst, const std::array<std::int64_t, R>& ext) {
-  using D = sc::dtensor<T, static_cast<int>(R), sc::dynamic_layout, Mesh>;
-  std::int64_t n = 1;
-  for (auto v : ext) n *= v;
-  const auto g = st::make_global<T>(n);
-  const auto x = sc::distribute(m, src, g, ext);
-  const auto before = snapshot(x);
-  const sc::box b = sc::local_box(dst, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
-  guarded<T> out(static_cast<std::size_t>(b.volume()));
-  const D y(m, ext, nullptr, out.piece(), dst);
-  const std::string what = sc::to_string(src) + " -> " + sc::to_string(dst) + ": ";
-  sc::redistribute_into(x, y);
-  std::string err = st::check_against_reference(y, g);  // collective: every rank calls it
-  if (err.empty()) err = out.check(y.local_size());
-  if (err.empty() && snapshot(x) != before) err = "the input was modified";
-  if (err.empty() && y.data() != out.piece()) err = "the output changed its storage";
-  return err.empty() ? err : what + err;
-}
+using st::guarded;
+using st::snapshot;
 
 template <class T, int N, std::size_t R>
 void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, failures& f) {
@@ -81,7 +40,7 @@ void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::in
         for (std::size_t j = 0; j < layouts.size(); ++j) {
           if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;  // each op covers a slice of the pairs
           for (const auto& e : extents) {
-            f.add(dynamic_case<T>(m, layouts[i], layouts[j], e));
+            f.add(st::differential_into_case<T>(m, layouts[i], layouts[j], e));
             ++mine;
           }
         }

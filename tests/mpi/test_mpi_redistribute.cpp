@@ -40,6 +40,28 @@ std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, con
   return cases;
 }
 
+/// The same pairs through redistribute_into, into a view over guarded memory.
+template <class T, int N, std::size_t R>
+std::size_t sweep_into(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
+                       std::size_t stride) {
+  auto m = sc::make_mesh(c, shape);
+  std::size_t k = 0, cases = 0;
+  for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
+    const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
+    for (std::size_t i = 0; i < layouts.size(); ++i)
+      for (std::size_t j = 0; j < layouts.size(); ++j) {
+        if (k++ % stride != 0) continue;
+        if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;
+        for (const auto& e : extents) {
+          const std::string err = st::differential_into_case<T>(m, layouts[i], layouts[j], e);
+          ++cases;
+          if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
+        }
+      }
+  }
+  return cases;
+}
+
 /// Factorisations of p into 2 or 3 axes (each axis >= 1), a few of each.
 std::vector<std::array<int, 2>> shapes2(int p) {
   std::vector<std::array<int, 2>> v;
@@ -73,6 +95,13 @@ TEST_CASE("mpi: layout pairs on 2-axis meshes match the reference") {
     n += sweep<float, 2, 2>(c, s, {{{5, 6}}, {{3, 1}}}, 1);
     n += sweep<std::int64_t, 2, 3>(c, s, {{{3, 4, 5}}}, 3);
   }
+  CHECK(n > 0);
+}
+
+TEST_CASE("mpi: redistribute_into on 1- and 2-axis meshes matches the reference") {
+  sc::mpi::communicator c(MPI_COMM_WORLD);
+  std::size_t n = sweep_into<std::int32_t, 1, 2>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
+  for (auto s : shapes2(c.size())) n += sweep_into<float, 2, 2>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
   CHECK(n > 0);
 }
 
