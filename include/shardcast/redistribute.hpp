@@ -247,6 +247,16 @@ void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtens
   detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
 }
 
+/// A static-layout input into a dynamic-layout output, or the reverse: runs as the dynamic
+/// form, with the static side viewed as a dynamic-layout tensor.
+template <class T, int R, class From, class To, class Mesh>
+  requires(std::same_as<From, dynamic_layout> != std::same_as<To, dynamic_layout>)
+void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
+  using D = dtensor<T, R, dynamic_layout, Mesh>;
+  auto dynamic = [](const auto& t) { return D(t.mesh(), t.global_extents(), t.owner(), t.data(), t.local_box(), t.layout()); };
+  redistribute_into(dynamic(x), dynamic(y), s);
+}
+
 /// Every other pairing of input and output: a compile-time message that says what to change.
 template <class TX, int RX, class LX, class MX, class TY, int RY, class LY, class MY>
 void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY, MY>&, typename MX::stream_type = {}) {
@@ -254,9 +264,6 @@ void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY,
                 "shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.");
   static_assert(RX == RY, "shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.");
   static_assert(std::is_same_v<MX, MY>, "shardcast::redistribute_into: the output's mesh type differs from the input's; make the output on the input's mesh.");
-  static_assert(std::is_same_v<LX, dynamic_layout> == std::is_same_v<LY, dynamic_layout>,
-                "shardcast::redistribute_into: one of the input and the output has dynamic_layout and the other a static layout; use static "
-                "layouts for both, or view the static one as a dtensor<T, R, dynamic_layout, Mesh> (same mesh, extents, owner, data and layout()).");
 }
 
 /// Runs an explicit plan on a dynamic-layout tensor (the plan's source must be x's layout).

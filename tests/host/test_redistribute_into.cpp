@@ -122,6 +122,34 @@ TEST_CASE("static redistribute_into runs each kind of plan into the output's mem
   MESSAGE(f.cases << " cases");
 }
 
+TEST_CASE("redistribute_into between a static and a dynamic layout runs the dynamic form") {
+  failures f;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    using D = sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)>;
+    const std::array<std::int64_t, 2> e{7, 5};
+    const auto g = st::make_global<float>(35);
+    auto piece = [&](const sc::runtime_layout& l) { return static_cast<std::size_t>(sc::local_box(l, m.shape().data(), m.coords().data(), e.data(), 2).volume()); };
+    // static input, dynamic output
+    const auto xs = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, e);
+    const auto to = sc::runtime_layout::parse("R,S(1)");
+    guarded<float> a(piece(to));
+    const D yd(m, e, nullptr, a.piece(), to);
+    sc::redistribute_into(xs, yd);
+    f.add(st::check_against_reference(yd, g));
+    f.add(a.check(yd.local_size()));
+    // dynamic input, static output
+    const auto xd = sc::distribute(m, sc::runtime_layout::parse("P(sum),S(0)"), g, e);
+    using To = sc::layout<sc::shard<1>, sc::replicate>;
+    guarded<float> b(piece(To::desc));
+    const auto ys = sc::make_view<To>(m, b.piece(), e);
+    sc::redistribute_into(xd, ys);
+    f.add(st::check_against_reference(ys, g));
+    f.add(b.check(ys.local_size()));
+  });
+  f.report();
+}
+
 TEST_CASE("redistribute_into to the same layout in place leaves the piece as it is") {
   failures f;
   using L = sc::layout<sc::shard<0>, sc::replicate>;

@@ -1,5 +1,5 @@
-// Misuse: redistribute_into from a static-layout tensor into a dynamic-layout one.
-// expect: shardcast::redistribute_into: one of the input and the output has dynamic_layout and the other a static layout
+// Misuse: redistribute_into an output whose tensor rank differs from the input's.
+// expect: shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.
 #include <shardcast/comm/host.hpp>
 #include <shardcast/distribute.hpp>
 #include <shardcast/redistribute.hpp>
@@ -13,13 +13,13 @@ namespace sc = shardcast;
 int main() {
   sc::host::run(4, [](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
-    std::vector<float> g(12, 1.0f), out(12);
+    std::vector<float> g(12, 1.0f);
     const std::array<std::int64_t, 2> ext{3, 4};
     auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, ext);
 #ifndef SHARDCAST_COMPILE_FAIL_CONTROL
-    sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)> y(m, ext, nullptr, out.data(), sc::runtime_layout::parse("R,R"));
+    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, std::array<std::int64_t, 3>{3, 4, 1});
 #else
-    auto y = sc::make_view<sc::layout<sc::replicate, sc::replicate>>(m, out.data(), ext);
+    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, ext);
 #endif
     sc::redistribute_into(x, y, sc::host_stream{});
   });
