@@ -18,8 +18,9 @@ namespace st = shardcast::testing;
 namespace {
 constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
 
-/// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`.
-template <class T, int N, std::size_t R>
+/// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`; with
+/// `Into`, through redistribute_into, into a view over guarded memory.
+template <class T, int N, std::size_t R, bool Into = false>
 std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
                   std::size_t stride) {
   auto m = sc::make_mesh(c, shape);
@@ -31,29 +32,8 @@ std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, con
         if (k++ % stride != 0) continue;
         if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;
         for (const auto& e : extents) {
-          const std::string err = st::differential_case<T>(m, layouts[i], layouts[j], e);
-          ++cases;
-          if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
-        }
-      }
-  }
-  return cases;
-}
-
-/// The same pairs through redistribute_into, into a view over guarded memory.
-template <class T, int N, std::size_t R>
-std::size_t sweep_into(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
-                       std::size_t stride) {
-  auto m = sc::make_mesh(c, shape);
-  std::size_t k = 0, cases = 0;
-  for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
-    const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
-    for (std::size_t i = 0; i < layouts.size(); ++i)
-      for (std::size_t j = 0; j < layouts.size(); ++j) {
-        if (k++ % stride != 0) continue;
-        if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;
-        for (const auto& e : extents) {
-          const std::string err = st::differential_into_case<T>(m, layouts[i], layouts[j], e);
+          const std::string err = Into ? st::differential_into_case<T>(m, layouts[i], layouts[j], e)
+                                       : st::differential_case<T>(m, layouts[i], layouts[j], e);
           ++cases;
           if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
         }
@@ -100,8 +80,8 @@ TEST_CASE("mpi: layout pairs on 2-axis meshes match the reference") {
 
 TEST_CASE("mpi: redistribute_into on 1- and 2-axis meshes matches the reference") {
   sc::mpi::communicator c(MPI_COMM_WORLD);
-  std::size_t n = sweep_into<std::int32_t, 1, 2>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
-  for (auto s : shapes2(c.size())) n += sweep_into<float, 2, 2>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
+  std::size_t n = sweep<std::int32_t, 1, 2, true>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
+  for (auto s : shapes2(c.size())) n += sweep<float, 2, 2, true>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
   CHECK(n > 0);
 }
 
