@@ -182,7 +182,7 @@ void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, T
   constexpr const plan_set& ps = static_plans<From, To, R>;
   detail::check_into(x, y, ps.p[0].nsteps == 0);
   if constexpr (ps.p[0].nsteps == 0) {
-    if (x.data() != y.data()) detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);
+    detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);  // (skips y == x)
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
     constexpr int second = ps.n > 1 ? 1 : 0;
@@ -209,18 +209,28 @@ plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout
   return make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
 }
 
+namespace detail {
+/// The cached run-time plan x.layout() -> to for x's mesh and extents (planned, with its
+/// geometry, and cached on first use); nullptr when the plan has no steps, i.e. x's piece
+/// is already the result's.
+template <class T, int R, class Mesh>
+const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  auto& cache = x.mesh().cache().plans;
+  const std::int64_t* ext = x.global_extents().data();
+  if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
+  const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+  if (p.nsteps == 0) return nullptr;
+  return &cache.insert(ext, R, p, make_geometry(x.mesh(), p.steps, p.nsteps, ext, R));
+}
+}  // namespace detail
+
 /// Converts a dynamic-layout tensor to `to`, planned at run time for the real mesh and extents.
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
 dtensor<T, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                   typename Mesh::stream_type s = {}) {
-  auto& cache = x.mesh().cache().plans;
-  const auto* e = cache.find(x.layout(), to, x.global_extents().data(), R);
-  if (!e) {
-    const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
-    if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
-    e = &cache.insert(x.global_extents().data(), R, p, detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
-  }
+  const auto* e = detail::runtime_plan_entry(x, to);
+  if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
   auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
   return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
 }
@@ -234,17 +244,8 @@ void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtens
                        typename Mesh::stream_type s = {}) {
   const runtime_layout to = y.layout();
   detail::check_into(x, y, x.layout() == to);
-  auto& cache = x.mesh().cache().plans;
-  const auto* e = cache.find(x.layout(), to, x.global_extents().data(), R);
-  if (!e) {
-    const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
-    if (p.nsteps == 0) {
-      if (x.data() != y.data()) detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);
-      return;
-    }
-    e = &cache.insert(x.global_extents().data(), R, p, detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
-  }
-  detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
+  if (const auto* e = detail::runtime_plan_entry(x, to)) detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
+  else detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);  // (skips y == x)
 }
 
 /// A static-layout input into a dynamic-layout output, or the reverse: runs as the dynamic

@@ -228,17 +228,6 @@ class result_pool {
     ~core() {
       for (auto& b : free) ::operator delete(b.second, block_align);
     }
-    /// Drops the oldest waiting blocks until at most `keep_blocks` blocks and `limit`
-    /// bytes wait; returns them, to be freed outside the lock.
-    std::vector<void*> trim_locked(std::size_t keep_blocks) {
-      std::vector<void*> drop;
-      while (!free.empty() && (free.size() > keep_blocks || free_bytes > limit)) {
-        drop.push_back(free.front().second);
-        free_bytes -= free.front().first;
-        free.erase(free.begin());
-      }
-      return drop;
-    }
     void* take(std::size_t bytes) {
       {
         std::lock_guard lk(m);
@@ -253,33 +242,34 @@ class result_pool {
       return ::operator new(bytes, block_align);
     }
     void give(void* p, std::size_t bytes) {
-      std::vector<void*> drop;
-      {
-        std::lock_guard lk(m);
+      change_then_trim(max_free, [&](std::vector<void*>& drop) {
         if (bytes > limit) {
           drop.push_back(p);
         } else {
           free.emplace_back(bytes, p);
           free_bytes += bytes;
-          drop = trim_locked(max_free);
         }
-      }
-      for (void* q : drop) ::operator delete(q, block_align);
+      });
     }
     void set_limit(std::size_t bytes) {
-      std::vector<void*> drop;
-      {
-        std::lock_guard lk(m);
-        limit = bytes;
-        drop = trim_locked(max_free);
-      }
-      for (void* q : drop) ::operator delete(q, block_align);
+      change_then_trim(max_free, [&](std::vector<void*>&) { limit = bytes; });
     }
     void release() {
+      change_then_trim(0, [](std::vector<void*>&) {});
+    }
+    /// Under the lock, runs `change(drop)`, then drops the oldest waiting blocks until at
+    /// most `keep_blocks` blocks and `limit` bytes wait; frees `drop` outside the lock.
+    template <class F>
+    void change_then_trim(std::size_t keep_blocks, F&& change) {
       std::vector<void*> drop;
       {
         std::lock_guard lk(m);
-        drop = trim_locked(0);
+        change(drop);
+        while (!free.empty() && (free.size() > keep_blocks || free_bytes > limit)) {
+          drop.push_back(free.front().second);
+          free_bytes -= free.front().first;
+          free.erase(free.begin());
+        }
       }
       for (void* q : drop) ::operator delete(q, block_align);
     }
