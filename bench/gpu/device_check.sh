@@ -2,14 +2,23 @@
 # Everything GPU-side in one go, on a machine with a CUDA device: configure, build the
 # gpu-labelled tests and the device benchmarks, run the tests (ctest -L gpu), the kernel
 # benchmarks (bench_kernels at 256 and 512 MiB) and shardcast-bench on the device backends
-# (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank), writing every log to OUTDIR.
+# (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank; two whole redistributes on 4 p2p
+# ranks).
 #
 #   bench/gpu/device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]
 #
+# OUTDIR gets few files, for machines that return only a handful: summary.log (PASS / FAIL /
+# TIMEOUT / SKIPPED per step, and the NCCL the build found), machine.log, ctest.log,
+# bench_kernels.log, and logs.tgz with every step's log and JSON rows (made on every exit).
+# The step logs are written to SHARDCAST_CHECK_LOGS (default BUILD/check-logs).
 # DOCTEST_INCLUDE_DIR holds doctest/doctest.h, for machines without the doctest package
 # (default: the first of third_party, .carry/doctest that has it; else the package is used).
+# NCCL: the toolkit's or a system one; else, when Python has the nvidia-nccl package, that
+# one (SHARDCAST_NCCL_ROOT overrides both).
 # The whole run stays within SHARDCAST_CHECK_BUDGET_S seconds (default 480): every step gets
 # what is left, and a step that runs out is stopped and reported, so the logs always come back.
+# A build error stops only what depends on it: the build goes on with the other targets
+# (ninja -k 0) and every step still runs.
 # Exit status: 0 when every step passed, 1 otherwise (see OUTDIR/summary.log).
 set -uo pipefail
 out=${1:?usage: device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]}
@@ -23,14 +32,21 @@ if [[ -z "$doctest" ]]; then
   done
 fi
 build=${SHARDCAST_BUILD_DIR:-$root/build-gpu}
+logs=${SHARDCAST_CHECK_LOGS:-$build/check-logs}
+mkdir -p "$logs"
 budget=${SHARDCAST_CHECK_BUDGET_S:-480}
 deadline=$((SECONDS + budget))
 summary="$out/summary.log"
 : > "$summary"
 rc=0
+pack_logs() {
+  for f in ctest.log bench_kernels.log; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$out/"; done
+  tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
+}
+trap pack_logs EXIT
 
 # step NAME LOG MAX_SECONDS COMMAND...: runs COMMAND with at most MAX_SECONDS and what is left
-# of the budget, logs to OUTDIR/LOG, records PASS/FAIL/TIMEOUT/SKIPPED in the summary.
+# of the budget, logs to LOGS/LOG, records PASS/FAIL/TIMEOUT/SKIPPED in the summary.
 step() {
   local name=$1 log=$2 max=$3
   shift 3
@@ -42,7 +58,7 @@ step() {
   fi
   local limit=$((max < left ? max : left))
   local t0=$SECONDS
-  timeout --kill-after=10 "$limit" "$@" > "$out/$log" 2>&1
+  timeout --kill-after=10 "$limit" "$@" > "$logs/$log" 2>&1
   local status=$?
   local took=$((SECONDS - t0))
   if ((status == 0)); then
@@ -62,16 +78,23 @@ step() {
 args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_BUILD_EXAMPLES=OFF
       -DSHARDCAST_BUILD_TESTS=ON -DSHARDCAST_BUILD_BENCH=ON)
 [[ -n "$doctest" ]] && args+=(-DSHARDCAST_DOCTEST_INCLUDE_DIR="$doctest")
-step configure configure.log 120 cmake "${args[@]}" || { cat "$summary"; exit 1; }
+nccl_root=${SHARDCAST_NCCL_ROOT:-}
+if [[ -z "$nccl_root" ]] && ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h >/dev/null 2>&1; then
+  nccl_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null || true)
+fi
+[[ -n "$nccl_root" ]] && args+=(-DSHARDCAST_NCCL_ROOT="$nccl_root")
+step configure configure.log 120 cmake "${args[@]}" || { cat "$logs/configure.log"; cat "$summary"; exit 1; }
+grep "shardcast: NCCL" "$logs/configure.log" | tee -a "$summary"
 
 targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
          cudahost_index_math_test bench_kernels shardcast-bench)
 # Targets that exist only when their dependency was found (NCCL; MPI for the bootstrap test):
 # every gpu-labelled test must be built, or ctest -L gpu reports it as not run.
+help=$(cmake --build "$build" --target help 2>/dev/null)
 for t in cuda_nccl_test cuda_p2p_test test_mpi_nccl; do
-  cmake --build "$build" --target help 2>/dev/null | grep -q "^$t:" && targets+=("$t")
+  grep -q "^$t:" <<< "$help" && targets+=("$t")
 done
-step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || { tail -n 30 "$out/build.log"; cat "$summary"; exit 1; }
+step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 || tail -n 40 "$logs/build.log"
 
 step "ctest -L gpu" ctest.log 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
 step "index math (host)" index_math.log 30 "$build/tests/cudahost/cudahost_index_math_test"
@@ -82,16 +105,23 @@ sweep=(-b 1M -e 256M -f 16 -n 20 -w 5 -c 1)
 for coll in all_reduce reduce_scatter all_gather; do
   for ranks in 2 4; do
     step "shardcast-bench $coll p2p x$ranks" "bench_p2p_${coll}_${ranks}.log" 60 \
-      "$tool" "$coll" --backend p2p --ranks "$ranks" "${sweep[@]}" --json "$out/bench_p2p_${coll}_${ranks}.json"
+      "$tool" "$coll" --backend p2p --ranks "$ranks" "${sweep[@]}" --json "$logs/bench_p2p_${coll}_${ranks}.json"
   done
 done
 step "shardcast-bench all_reduce nccl x1" bench_nccl_all_reduce_1.log 60 \
-  "$tool" all_reduce --backend nccl --ranks 1 "${sweep[@]}" --json "$out/bench_nccl_all_reduce_1.json"
+  "$tool" all_reduce --backend nccl --ranks 1 "${sweep[@]}" --json "$logs/bench_nccl_all_reduce_1.json"
+# Whole redistributes (transition mode) of a 256 MiB float tensor on 4 p2p ranks.
+step "shardcast-bench redistribute p2p S(0),R -> R,S(1) 2x2" bench_p2p_redistribute_slice_gather.log 60 \
+  "$tool" redistribute --backend p2p --from "S(0),R" --to "R,S(1)" --mesh 2x2 --extents 8192x8192 -n 10 -w 2 -c 1 \
+  --json "$logs/bench_p2p_redistribute_slice_gather.json"
+step "shardcast-bench redistribute p2p S(0) -> S(1) x4" bench_p2p_redistribute_all_to_all.log 60 \
+  "$tool" redistribute --backend p2p --from "S(0)" --to "S(1)" --mesh 4 --extents 8192x8192 -n 10 -w 2 -c 1 \
+  --json "$logs/bench_p2p_redistribute_all_to_all.json"
 
 echo "---- summary ($((SECONDS))s of ${budget}s)"
 cat "$summary"
 echo "---- ctest"
-tail -n 15 "$out/ctest.log" 2>/dev/null
+tail -n 15 "$logs/ctest.log" 2>/dev/null
 echo "---- bench_kernels"
-cat "$out/bench_kernels.log" 2>/dev/null
+cat "$logs/bench_kernels.log" 2>/dev/null
 exit $rc

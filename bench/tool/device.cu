@@ -8,6 +8,7 @@
 /// cpyN, per rank with every rank copying `size` bytes at once (ranks sharing a GPU share
 /// its bandwidth). Both are bytes / time, as the host backend's memcpy columns.
 /// With -c 1 every rank copies its output to the host and compares it with the reference.
+/// Transition mode (device_transition) times whole redistributes on the same ranks.
 
 #include <cuda_runtime_api.h>
 
@@ -20,11 +21,13 @@
 #include <vector>
 
 #include <shardcast/comm/p2p.hpp>
+#include <shardcast/cuda/pack.cuh>
 #if defined(SHARDCAST_BENCH_WITH_NCCL)
 #include <shardcast/comm/nccl.hpp>
 #endif
 
 #include "device.hpp"
+#include "transition.hpp"
 
 namespace shardcast::bench {
 namespace {
@@ -244,6 +247,49 @@ int device_sweep(const options& o, const std::function<void(const device_row&)>&
 #endif
   }
   return 0;
+}
+
+namespace {
+/// Transition mode on one device backend, for a mesh of N axes and a tensor of rank R.
+template <int N, int R>
+int run_device_transition(const transition_options& o) {
+  const transition_problem<N, R> pb(o);
+  options co;
+  co.backend = o.backend;
+  co.ranks = pb.nranks;
+  const int n = device_ranks(co);
+  if (n < 0) return 2;
+  const int ndev = visible_devices();
+  std::vector<int> devices;
+  for (int d = 0; d < std::min(ndev, n); ++d) devices.push_back(d);
+  const std::string text = o.backend + " backend, " + std::to_string(devices.size()) + " GPU(s), device memory, host clock after a stream sync";
+  print_transition_header(o, pb, text.c_str());
+  std::vector<transition_measure> ranks(static_cast<std::size_t>(n));
+  auto body = [&](auto& comm) {
+    cudaStream_t s = nullptr;
+    SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    try {
+      ranks[static_cast<std::size_t>(comm.rank())] =
+          measure_transition(comm, pb, o, s, [&] { SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s)); });
+    } catch (...) {
+      (void)cudaStreamDestroy(s);
+      throw;
+    }
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  };
+  if (o.backend == "p2p") {
+    p2p::run(n, devices, [&](p2p::communicator& c) { body(c); });
+  } else {
+#if defined(SHARDCAST_BENCH_WITH_NCCL)
+    nccl::run_local(n, [&](nccl::communicator& c) { body(c); });
+#endif
+  }
+  return report_transition(o, pb, ranks);
+}
+}  // namespace
+
+int device_transition(const transition_options& o) {
+  return with_transition_shape(o, [&]<int N, int R>() { return run_device_transition<N, R>(o); });
 }
 
 }  // namespace shardcast::bench

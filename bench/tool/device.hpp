@@ -11,6 +11,8 @@
 
 namespace shardcast::bench {
 
+struct transition_options;
+
 /// One measured size on a device backend.
 struct device_row {
   counts k{};
@@ -27,5 +29,11 @@ int device_ranks(const options& o);
 /// Runs the sweep of `o` on its device backend, calling `on_row` for each size in order.
 /// Returns 0, or a non-zero exit status after explaining on stderr.
 int device_sweep(const options& o, const std::function<void(const device_row&)>& on_row);
+
+/// Transition mode (`shardcast-bench redistribute --backend p2p|nccl`): the mesh's ranks as
+/// in the collective mode (p2p: rank r on GPU r % visible; nccl: one rank per GPU), each
+/// timing whole redistributes on its own stream (host clock, stopped after the stream
+/// synchronised). Returns the exit status, after explaining on stderr when it cannot run.
+int device_transition(const transition_options& o);
 
 }  // namespace shardcast::bench

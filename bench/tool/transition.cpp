@@ -1,41 +1,34 @@
 /// @file bench/tool/transition.cpp
 /// `shardcast-bench redistribute`: times a whole redistribute between two runtime
-/// layouts on the host backend and prints the planner's predicted bytes per rank beside
-/// the bytes the collectives really sent (counted by a forwarding communicator).
+/// layouts and prints the planner's predicted bytes per rank beside the bytes the
+/// collectives really sent (counted by a forwarding communicator). Backends: host (threads),
+/// mpi (run under mpirun with as many processes as the mesh has ranks), and p2p / nccl
+/// (device.cu, when CUDA was found).
 ///
 ///   shardcast-bench redistribute --from "S(0),R" --to "R,S(1)" --mesh 2x2 --extents 4096x4096 -n 5 -w 1 -c 1
+///   mpirun -np 4 shardcast-bench redistribute --backend mpi --from "S(0)" --to "S(1)" --mesh 4 --extents 4096x4096
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include <shardcast/comm/counting.hpp>
 #include <shardcast/comm/host.hpp>
-#include <shardcast/distribute.hpp>
-#include <shardcast/explain.hpp>
-#include <shardcast/mesh.hpp>
-#include <shardcast/plan.hpp>
-#include <shardcast/redistribute.hpp>
 
-namespace sc = shardcast;
+#include "transition.hpp"
+
+#if defined(SHARDCAST_BENCH_WITH_MPI) && __has_include(<shardcast/comm/mpi.hpp>)
+#include <mpi.h>
+#include <shardcast/comm/mpi.hpp>
+#define SHARDCAST_BENCH_MPI_TRANSITION 1
+#endif
+#if defined(SHARDCAST_BENCH_WITH_DEVICE)
+#include "device.hpp"
+#endif
 
 namespace shardcast::bench {
 
-using shardcast::counting_communicator;
-
 namespace {
-
-struct transition_options {
-  std::string from, to;
-  std::vector<int> mesh;
-  std::vector<std::int64_t> extents;
-  int iters = 5, warmup = 1, check = 1;
-  std::string json;
-};
 
 template <class V>
 bool parse_dims(const std::string& s, std::vector<V>& out) {
@@ -55,101 +48,55 @@ bool parse_dims(const std::string& s, std::vector<V>& out) {
   return !out.empty();
 }
 
-/// "2x2x4": the inverse of parse_dims.
-template <class V>
-std::string joined(const std::vector<V>& dims) {
-  std::string s;
-  for (const V& v : dims) {
-    if (!s.empty()) s += 'x';
-    s += std::to_string(v);
-  }
-  return s;
-}
-
-/// Small integers, so partial sums stay exact.
-inline float global_value(std::size_t i) { return static_cast<float>(1 + (i * 7) % 13); }
-
+/// The host backend: the ranks are threads of this process.
 template <int N, int R>
-int run(const transition_options& o) {
-  std::array<int, N> shape{};
-  std::array<std::int64_t, R> ext{};
-  int nranks = 1;
-  for (int a = 0; a < N; ++a) nranks *= shape[static_cast<std::size_t>(a)] = o.mesh[static_cast<std::size_t>(a)];
-  std::size_t total = 1;
-  for (int d = 0; d < R; ++d) total *= static_cast<std::size_t>(ext[static_cast<std::size_t>(d)] = o.extents[static_cast<std::size_t>(d)]);
-  const runtime_layout src = runtime_layout::parse(o.from), dst = runtime_layout::parse(o.to);
-  const plan p = make_plan(src, dst, shape, ext);
-  std::printf("# shardcast-bench redistribute: mesh %s, extents %s, float, %d ranks (host backend), %d iters, %d warmup\n",
-              joined(o.mesh).c_str(), joined(o.extents).c_str(),
-              nranks, o.iters, o.warmup);
-  const std::string ex = explain(p, shape, ext, sizeof(float));
-  std::size_t b = 0;
-  while (b < ex.size()) {  // the plan, as comment lines
-    std::size_t e = ex.find('\n', b);
-    if (e == std::string::npos) e = ex.size();
-    std::printf("# %s\n", ex.substr(b, e - b).c_str());
-    b = e + 1;
-  }
-  std::vector<float> global(total);
-  for (std::size_t i = 0; i < total; ++i) global[i] = global_value(i);
-  const double predicted = p.elements * sizeof(float);
-  std::vector<double> measured(static_cast<std::size_t>(nranks), 0);
-  double secs = 0;
-  std::atomic<long long> wrong{0};
-  host::run(nranks, [&](host::communicator& hc) {
-    counting_communicator<host::communicator> cc(hc);
-    auto m = make_mesh(cc, shape);
-    auto x = distribute(m, src, global, ext);
-    for (int i = 0; i < o.warmup; ++i) (void)redistribute(x, dst);
-    m.comm().barrier();
-    m.comm().reset();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i) (void)redistribute(x, dst);
-    m.comm().barrier();
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    measured[static_cast<std::size_t>(hc.rank())] = m.comm().bytes() / o.iters;
-    double slowest = 0;
-    hc.all_reduce(&el, &slowest, 1, reduce_op::max);
-    if (hc.rank() == 0) secs = slowest / o.iters;
-    if (o.check) {
-      auto y = redistribute(x, dst);
-      const std::vector<float> g = to_global(y);
-      long long w = 0;
-      for (std::size_t i = 0; i < total; ++i)
-        if (g.size() != total || g[i] != global[i]) ++w;
-      wrong += w;
-    }
+int run_host(const transition_options& o) {
+  const transition_problem<N, R> pb(o);
+  print_transition_header(o, pb, "host backend");
+  std::vector<transition_measure> ranks(static_cast<std::size_t>(pb.nranks));
+  host::run(pb.nranks, [&](host::communicator& hc) {
+    ranks[static_cast<std::size_t>(hc.rank())] = measure_transition(hc, pb, o, host_stream{}, [] {});
   });
-  double busiest = 0;
-  for (double v : measured) busiest = std::max(busiest, v);
-  const double bytes = static_cast<double>(total * sizeof(float));
-  std::printf("#%12s %10s %10s %14s %14s %8s %6s\n", "size(B)", "time(us)", "algbw", "predicted(B)", "measured(B)", "meas/pred", "#wrong");
-  std::printf(" %12.0f %10.2f %10.3f %14.0f %14.0f %8.3f %6lld\n", bytes, secs * 1e6, bytes / secs / 1e9, predicted, busiest,
-              predicted > 0 ? busiest / predicted : (busiest == 0 ? 1.0 : 0.0), wrong.load());
-  std::printf("# measured bytes per rank:");
-  for (double v : measured) std::printf(" %.0f", v);
-  std::printf("\n# algbw = global tensor bytes / time; predicted/measured: bytes sent by the busiest rank per redistribute\n");
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << "{\"tool\": \"shardcast-bench\", \"mode\": \"redistribute\", \"from\": \"" << o.from << "\", \"to\": \"" << o.to
-      << "\", \"ranks\": " << nranks << ", \"size\": " << bytes << ", \"time_us\": " << secs * 1e6
-      << ", \"predicted_bytes\": " << predicted << ", \"measured_bytes\": " << busiest << ", \"wrong\": " << wrong.load() << "}\n";
-  }
-  if (wrong.load()) {
-    std::fprintf(stderr, "shardcast-bench: %lld wrong elements after redistribute\n", wrong.load());
-    return 1;
-  }
-  return 0;
+  return report_transition(o, pb, ranks);
 }
 
-template <int N>
-int run_rank(const transition_options& o) {
-  switch (o.extents.size()) {
-    case 1: return run<N, 1>(o);
-    case 2: return run<N, 2>(o);
-    case 3: return run<N, 3>(o);
-  }
-  std::fprintf(stderr, "shardcast-bench: --extents takes 1 to 3 dims (e.g. 4096x4096)\n");
+#ifdef SHARDCAST_BENCH_MPI_TRANSITION
+/// The MPI backend: the ranks are the processes mpirun started, as many as the mesh has.
+/// Every process prints nothing but rank 0, which prints the row.
+template <int N, int R>
+int run_mpi(const transition_options& o) {
+  const transition_problem<N, R> pb(o);  // before MPI_Init: a bad layout ends every process alike
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  int status = 0;
+  mpi::run([&](mpi::communicator& comm) {
+    if (comm.size() != pb.nranks) {
+      if (comm.rank() == 0)
+        std::fprintf(stderr, "shardcast-bench redistribute: mesh %s has %d ranks but %d MPI processes run; use mpirun -np %d\n",
+                     joined(o.mesh).c_str(), pb.nranks, comm.size(), pb.nranks);
+      status = 2;
+      return;
+    }
+    if (comm.rank() == 0) print_transition_header(o, pb, "MPI processes");
+    const transition_measure me = measure_transition(comm, pb, o, host_stream{}, [] {});
+    const double mine[3] = {me.seconds, me.bytes, static_cast<double>(me.wrong)};
+    std::vector<double> all(3 * static_cast<std::size_t>(comm.size()));
+    comm.all_gather(mine, all.data(), 3);
+    if (comm.rank() == 0) {
+      std::vector<transition_measure> ranks(static_cast<std::size_t>(comm.size()));
+      for (std::size_t q = 0; q < ranks.size(); ++q)
+        ranks[q] = {all[3 * q], all[3 * q + 1], static_cast<long long>(all[3 * q + 2])};
+      status = report_transition(o, pb, ranks);
+    }
+    comm.broadcast(&status, 1, 0);
+  });
+  MPI_Finalize();
+  return status;
+}
+#endif
+
+[[maybe_unused]] int not_built(const std::string& backend, const char* why) {
+  std::fprintf(stderr, "shardcast-bench redistribute: backend %s not built (%s)\n", backend.c_str(), why);
   return 2;
 }
 
@@ -173,10 +120,8 @@ int run_transition(int argc, char** argv) {
       } else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
       else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
       else if (a == "-c" || a == "--check") o.check = std::stoi(val());
-      else if (a == "--backend") {
-        const std::string b = val();
-        if (b != "host") throw std::invalid_argument("redistribute mode runs on the host backend only (backend " + b + " not built for it)");
-      } else if (a == "--json") o.json = val();
+      else if (a == "--backend") o.backend = val();
+      else if (a == "--json") o.json = val();
       else throw std::invalid_argument("unknown option '" + a + "'");
     }
     if (o.from.empty() || o.to.empty() || o.mesh.empty() || o.extents.empty())
@@ -187,12 +132,23 @@ int run_transition(int argc, char** argv) {
     return 2;
   }
   try {
-    switch (o.mesh.size()) {
-      case 1: return run_rank<1>(o);
-      case 2: return run_rank<2>(o);
-      case 3: return run_rank<3>(o);
+    if (o.backend == "host")
+      return with_transition_shape(o, [&]<int N, int R>() { return run_host<N, R>(o); });
+    if (o.backend == "mpi") {
+#ifdef SHARDCAST_BENCH_MPI_TRANSITION
+      return with_transition_shape(o, [&]<int N, int R>() { return run_mpi<N, R>(o); });
+#else
+      return not_built("mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
+#endif
     }
-    std::fprintf(stderr, "shardcast-bench redistribute: --mesh takes 1 to 3 axes (e.g. 2x2)\n");
+    if (o.backend == "p2p" || o.backend == "nccl") {
+#if defined(SHARDCAST_BENCH_WITH_DEVICE)
+      return device_transition(o);
+#else
+      return not_built(o.backend, "needs CUDA at configure time (SHARDCAST_HAS_CUDA)");
+#endif
+    }
+    std::fprintf(stderr, "shardcast-bench redistribute: unknown backend '%s' (host, mpi, nccl, p2p)\n", o.backend.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardcast-bench redistribute: %s\n", e.what());

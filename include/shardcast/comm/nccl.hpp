@@ -109,14 +109,27 @@ struct state {
   int* barrier_buf = nullptr;
 
   ~state() {
+    release_comm();
+    // After the communicator: cudaFree synchronises the device, which would wait for an
+    // NCCL kernel that a dead peer never completes.
     if (barrier_buf) (void)cudaFree(barrier_buf);
     if (barrier_stream) (void)cudaStreamDestroy(barrier_stream);
-    if (!comm || !owned) return;
-    if (aborted) return;  // ncclCommAbort already freed it
-    // Flush, then free; a finalize that fails or does not finish in time is an abort.
+  }
+
+  /// Frees an owned communicator: finalize (flush), then destroy. A finalize that fails or
+  /// does not finish in time is an abort, and so is the end of a communicator whose world
+  /// failed or that goes away while an exception unwinds the stack (its peers may never
+  /// reach the finalize, and its collectives may be half done).
+  void release_comm() {
+    if (!comm || !owned || aborted) return;  // (an abort already freed it)
+    if ((world && world->failed.load()) || std::uncaught_exceptions() > 0) {
+      (void)ncclCommAbort(comm);
+      aborted = true;
+      return;
+    }
     ncclResult_t r = ncclCommFinalize(comm);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (r == ncclInProgress && std::chrono::steady_clock::now() < deadline) {
+    while (r == ncclInProgress && std::chrono::steady_clock::now() < deadline && !(world && world->failed.load())) {
       std::this_thread::yield();
       if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
     }
@@ -138,6 +151,21 @@ struct state {
       aborted = true;
     }
     if (world) world->failed.store(true);
+  }
+
+  /// Throws comm_error if the communicator was aborted (ncclCommAbort freed it, so no NCCL
+  /// call may use it) or a peer of its world failed (it is aborted first).
+  void ensure_live(const char* what) {
+    if (!aborted && world && world->failed.load()) abort_comm();
+    if (aborted) throw comm_error(std::string("shardcast::nccl: ") + what + " on an aborted communicator (a collective failed or a peer rank failed)");
+  }
+
+  /// Checks that the communicator is live, then makes the NCCL call `f()` and waits until it
+  /// is no longer in progress.
+  template <class F>
+  void call(const char* what, F&& f) {
+    ensure_live(what);
+    check(what, f());
   }
 
   /// Waits until the call just made (returning r) is no longer in progress.
@@ -211,51 +239,51 @@ class communicator {
 
   template <class T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
-    s_->check("ncclAllReduce", ncclAllReduce(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s));
+    s_->call("ncclAllReduce", [&] { return ncclAllReduce(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s); });
   }
   template <class T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {}) {
-    s_->check("ncclAllGather", ncclAllGather(send, recv, count, detail::type_of<T>(), s_->comm, s));
+    s_->call("ncclAllGather", [&] { return ncclAllGather(send, recv, count, detail::type_of<T>(), s_->comm, s); });
   }
   template <class T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
-    s_->check("ncclReduceScatter",
-              ncclReduceScatter(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s));
+    s_->call("ncclReduceScatter",
+             [&] { return ncclReduceScatter(send, recv, count, detail::type_of<T>(), detail::to_nccl(op), s_->comm, s); });
   }
   /// `count` elements to and from every peer, rank-major: grouped ncclSend/ncclRecv.
   template <class T>
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type s = {}) {
     const ncclDataType_t t = detail::type_of<T>();
-    s_->check("ncclGroupStart", ncclGroupStart());
-    for (int p = 0; p < size(); ++p) {
-      const std::size_t o = std::size_t(p) * count;
-      grouped("ncclSend", ncclSend(send + o, count, t, p, s_->comm, s));
-      grouped("ncclRecv", ncclRecv(recv + o, count, t, p, s_->comm, s));
-    }
-    s_->check("all_to_all (ncclGroupEnd)", ncclGroupEnd());
+    grouped("all_to_all", [&](auto issue) {
+      for (int p = 0; p < size(); ++p) {
+        const std::size_t o = std::size_t(p) * count;
+        issue("ncclSend", ncclSend(send + o, count, t, p, s_->comm, s));
+        issue("ncclRecv", ncclRecv(recv + o, count, t, p, s_->comm, s));
+      }
+    });
   }
   template <class T>
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type s = {}) {
     const ncclDataType_t t = detail::type_of<T>();
-    s_->check("ncclGroupStart", ncclGroupStart());
-    for (int p = 0; p < size(); ++p) {
-      if (send_counts[p]) grouped("ncclSend", ncclSend(send + send_displs[p], send_counts[p], t, p, s_->comm, s));
-      if (recv_counts[p]) grouped("ncclRecv", ncclRecv(recv + recv_displs[p], recv_counts[p], t, p, s_->comm, s));
-    }
-    s_->check("all_to_allv (ncclGroupEnd)", ncclGroupEnd());
+    grouped("all_to_allv", [&](auto issue) {
+      for (int p = 0; p < size(); ++p) {
+        if (send_counts[p]) issue("ncclSend", ncclSend(send + send_displs[p], send_counts[p], t, p, s_->comm, s));
+        if (recv_counts[p]) issue("ncclRecv", ncclRecv(recv + recv_displs[p], recv_counts[p], t, p, s_->comm, s));
+      }
+    });
   }
   template <class T>
   void broadcast(T* buf, std::size_t count, int root, stream_type s = {}) {
-    s_->check("ncclBroadcast", ncclBroadcast(buf, buf, count, detail::type_of<T>(), root, s_->comm, s));
+    s_->call("ncclBroadcast", [&] { return ncclBroadcast(buf, buf, count, detail::type_of<T>(), root, s_->comm, s); });
   }
   template <class T>
   void send(const T* buf, std::size_t count, int peer, stream_type s = {}) {
-    s_->check("ncclSend", ncclSend(buf, count, detail::type_of<T>(), peer, s_->comm, s));
+    s_->call("ncclSend", [&] { return ncclSend(buf, count, detail::type_of<T>(), peer, s_->comm, s); });
   }
   template <class T>
   void recv(T* buf, std::size_t count, int peer, stream_type s = {}) {
-    s_->check("ncclRecv", ncclRecv(buf, count, detail::type_of<T>(), peer, s_->comm, s));
+    s_->call("ncclRecv", [&] { return ncclRecv(buf, count, detail::type_of<T>(), peer, s_->comm, s); });
   }
 
   /// Host-blocking barrier: a one-int all-reduce on an internal stream, waited for with the
@@ -272,7 +300,8 @@ class communicator {
       const cudaError_t e = cudaStreamQuery(s_->barrier_stream);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) SHARDCAST_CUDA_TRY(e);
-      s_->check("barrier", ncclSuccess);  // surfaces asynchronous NCCL errors and peer failure
+      s_->ensure_live("barrier");         // a peer rank failed: abort rather than wait out the timeout
+      s_->check("barrier", ncclSuccess);  // surfaces asynchronous NCCL errors
       if (std::chrono::steady_clock::now() >= deadline) {
         s_->abort_comm();
         throw comm_error("shardcast::nccl: barrier timed out after " + std::to_string(s_->timeout.count()) +
@@ -291,8 +320,7 @@ class communicator {
     c.s_->timeout = s_->timeout;
     c.s_->world = s_->world;
     ncclConfig_t cfg = detail::nonblocking_config();
-    const ncclResult_t r = ncclCommSplit(s_->comm, color, key, &c.s_->comm, &cfg);
-    s_->check("ncclCommSplit", r);
+    s_->call("ncclCommSplit", [&] { return ncclCommSplit(s_->comm, color, key, &c.s_->comm, &cfg); });
     if (c.s_->comm) c.s_->check("ncclCommSplit (new communicator)", ncclSuccess);
     c.fill_rank_size();
     return c;
@@ -304,11 +332,32 @@ class communicator {
 
   communicator() : s_(std::make_shared<detail::state>()) {}
 
-  void grouped(const char* what, ncclResult_t r) {
-    if (r != ncclSuccess && r != ncclInProgress) {
+  /// Runs `body(issue)` inside ncclGroupStart / ncclGroupEnd; `issue(name, result)` records
+  /// the first failed call. The group is closed on every path (an open group would queue
+  /// every later NCCL call of this thread), then the first failure or the group's end is
+  /// checked.
+  template <class Body>
+  void grouped(const char* what, Body&& body) {
+    s_->ensure_live(what);
+    const ncclResult_t started = ncclGroupStart();
+    if (started != ncclSuccess) s_->fail("ncclGroupStart", started);
+    const char* failed_call = nullptr;
+    ncclResult_t failed = ncclSuccess;
+    auto issue = [&](const char* name, ncclResult_t r) {
+      if (!failed_call && r != ncclSuccess && r != ncclInProgress) {
+        failed_call = name;
+        failed = r;
+      }
+    };
+    try {
+      body(issue);
+    } catch (...) {
       (void)ncclGroupEnd();
-      s_->fail(what, r);
+      throw;
     }
+    const ncclResult_t ended = ncclGroupEnd();
+    if (failed_call) s_->fail(failed_call, failed);
+    s_->check(what, ended);
   }
 
   void fill_rank_size() {
@@ -322,9 +371,66 @@ class communicator {
 
 static_assert(shardcast::communicator<communicator>, "shardcast::nccl::communicator must model shardcast::communicator");
 
+namespace detail {
+/// One non-blocking communicator per device 0..ndev-1 of this process, made from this
+/// thread: ncclCommInitRankConfig for every device inside one group (what ncclCommInitAll
+/// does, which makes blocking ones), then polled until every one is ready. On an error or
+/// timeout every communicator made is aborted and comm_error is thrown.
+inline std::vector<ncclComm_t> init_local(int ndev, std::chrono::milliseconds timeout) {
+  auto fail = [](const std::string& msg) { throw comm_error("shardcast::nccl::run_local: " + msg); };
+  ncclUniqueId id;
+  if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) fail(std::string("ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+  int old_device = 0;
+  SHARDCAST_CUDA_TRY(cudaGetDevice(&old_device));
+  std::vector<ncclComm_t> comms(static_cast<std::size_t>(ndev), nullptr);
+  auto abort_all = [&] {
+    for (ncclComm_t& c : comms)
+      if (c) (void)ncclCommAbort(c), c = nullptr;
+  };
+  ncclConfig_t cfg = nonblocking_config();
+  ncclResult_t r = ncclGroupStart();
+  if (r != ncclSuccess) fail(std::string("ncclGroupStart failed: ") + ncclGetErrorString(r));
+  ncclResult_t first = ncclSuccess;
+  for (int i = 0; i < ndev; ++i) {
+    (void)cudaSetDevice(i);
+    const ncclResult_t ri = ncclCommInitRankConfig(&comms[static_cast<std::size_t>(i)], ndev, id, i, &cfg);
+    if (first == ncclSuccess && ri != ncclSuccess && ri != ncclInProgress) first = ri;
+  }
+  r = ncclGroupEnd();
+  (void)cudaSetDevice(old_device);
+  if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (std::size_t i = 0; first == ncclSuccess && i < comms.size(); ++i) {
+    for (;;) {
+      ncclResult_t a = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(comms[i], &a);
+      if (q != ncclSuccess) a = q;
+      if (a == ncclSuccess) break;
+      if (a != ncclInProgress) {
+        first = a;
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        abort_all();
+        fail("creating the communicators timed out after " + std::to_string(timeout.count()) + " ms");
+      }
+      std::this_thread::yield();
+    }
+  }
+  if (first != ncclSuccess) {
+    abort_all();
+    fail(std::string("creating the communicators failed: ") + ncclGetErrorString(first));
+  }
+  return comms;
+}
+}  // namespace detail
+
 /// Runs `f(comm)` on `ndev` threads, thread i on GPU i with rank i of one communicator
-/// (ncclCommInitAll) and `o.allocator` (else the caller's) as its current allocator. If one rank throws, the others' NCCL waits give up with comm_error;
-/// after every thread ends, the first exception is rethrown.
+/// (non-blocking, made as ncclCommInitAll would) and `o.allocator` (else the caller's) as
+/// its current allocator. If one rank throws, its communicator is aborted and the others'
+/// NCCL waits give up with comm_error (communicators that end while an exception unwinds,
+/// such as the mesh's sub-communicators, are aborted too rather than finalized); after
+/// every thread ends, the first exception is rethrown.
 /// @throws layout_error if ndev exceeds the visible devices; comm_error if NCCL fails.
 template <class F>
 void run_local(int ndev, F&& f, options o) {
@@ -334,9 +440,8 @@ void run_local(int ndev, F&& f, options o) {
                                                       " GPUs but " + std::to_string(visible) +
                                                       " are visible; NCCL needs one GPU per rank (use shardcast::p2p::run "
                                                       "for several ranks on one GPU)");
-  std::vector<ncclComm_t> comms(static_cast<std::size_t>(ndev));
-  const ncclResult_t r = ncclCommInitAll(comms.data(), ndev, nullptr);
-  if (r != ncclSuccess) throw comm_error(std::string("shardcast::nccl::run_local: ncclCommInitAll failed: ") + ncclGetErrorString(r));
+  const auto timeout = detail::timeout_or_default(o.timeout);
+  std::vector<ncclComm_t> comms = detail::init_local(ndev, timeout);
   auto world = std::make_shared<detail::world_flag>();
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   std::mutex m;
@@ -344,20 +449,25 @@ void run_local(int ndev, F&& f, options o) {
   std::vector<std::thread> threads;
   for (int i = 0; i < ndev; ++i) {
     threads.emplace_back([&, i] {
+      // Made before the try, so the catch can abort it before the peers are told.
+      communicator c;
+      c.s_->comm = comms[std::size_t(i)];
+      c.s_->owned = true;
+      c.s_->timeout = timeout;
+      c.s_->world = world;
       try {
-        communicator c;
-        c.s_->comm = comms[std::size_t(i)];
-        c.s_->owned = true;
-        c.s_->timeout = detail::timeout_or_default(o.timeout);
-        c.s_->world = world;
         SHARDCAST_CUDA_TRY(cudaSetDevice(i));
         device::scoped_allocator use(alloc);
         c.fill_rank_size();
         f(c);
       } catch (...) {
-        world->failed.store(true);
-        std::lock_guard lk(m);
-        if (!first) first = std::current_exception();
+        {
+          std::lock_guard lk(m);
+          if (!first) first = std::current_exception();
+        }
+        // Then tell the peers (abort_comm sets world->failed), whose own comm_errors come
+        // second: the first exception is this rank's.
+        c.s_->abort_comm();
       }
     });
   }

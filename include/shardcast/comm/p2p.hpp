@@ -412,7 +412,7 @@ class communicator {
 };
 
 /// Runs `f(comm)` on `nranks` threads; rank r's current device is `devices[r % devices.size()]`
-/// (several ranks may share a GPU) and its current allocator `o.allocator` (else the caller's). Peer access is enabled between every pair of distinct
+/// (several ranks may share a GPU) and its current allocator `o.allocator` (else the caller's). Peer access (and access to the current memory pools) is enabled between every pair of distinct
 /// devices that supports it. If one rank throws, peers blocked in a collective get comm_error;
 /// after all threads end the first exception is rethrown.
 /// @throws layout_error if nranks < 1 or devices is empty.
@@ -431,6 +431,21 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
       if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
       else SHARDCAST_CUDA_TRY(e);
     }
+  // Stream-ordered allocations (the default allocator) come from each device's current
+  // memory pool, which peer access does not open: let every peer device read and write it.
+  for (int a : devices) {
+    std::vector<cudaMemAccessDesc> peers;
+    for (int b : devices) {
+      int can = 0;
+      if (b == a || std::any_of(peers.begin(), peers.end(), [&](const cudaMemAccessDesc& d) { return d.location.id == b; })) continue;
+      SHARDCAST_CUDA_TRY(cudaDeviceCanAccessPeer(&can, b, a));
+      if (can) peers.push_back(cudaMemAccessDesc{cudaMemLocation{cudaMemLocationTypeDevice, b}, cudaMemAccessFlagsProtReadWrite});
+    }
+    if (peers.empty()) continue;
+    cudaMemPool_t pool = nullptr;
+    SHARDCAST_CUDA_TRY(cudaDeviceGetMemPool(&pool, a));
+    SHARDCAST_CUDA_TRY(cudaMemPoolSetAccess(pool, peers.data(), peers.size()));
+  }
   auto world = std::make_shared<detail::world_state>();
   world->timeout = detail::timeout_or_default(o.timeout);
   auto group = std::make_shared<detail::group_state>(world, nranks);
@@ -447,13 +462,18 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
         communicator c(group, r, dev);
         f(c);
       } catch (const std::exception& e) {
+        // Record first, then abort: the peers' comm_errors must not come before the cause.
+        {
+          std::lock_guard lk(m);
+          if (!first) first = std::current_exception();
+        }
         world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
-        std::lock_guard lk(m);
-        if (!first) first = std::current_exception();
       } catch (...) {
+        {
+          std::lock_guard lk(m);
+          if (!first) first = std::current_exception();
+        }
         world->abort("rank " + std::to_string(r) + " failed");
-        std::lock_guard lk(m);
-        if (!first) first = std::current_exception();
       }
     });
   }

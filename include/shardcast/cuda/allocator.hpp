@@ -154,12 +154,8 @@ std::shared_ptr<T> allocate_shared(const any_allocator& a, std::size_t n, cudaSt
   if (n == 0) return std::shared_ptr<T>();
   const std::size_t bytes = n * sizeof(T);
   void* p = a.allocate(bytes, s);
-  try {
-    return std::shared_ptr<T>(static_cast<T*>(p), [a, bytes, s](T* q) { a.deallocate(q, bytes, s); });
-  } catch (...) {
-    a.deallocate(p, bytes, s);  // the control block could not be made
-    throw;
-  }
+  // (If the control block cannot be made, this constructor calls the deleter itself.)
+  return std::shared_ptr<T>(static_cast<T*>(p), [a, bytes, s](T* q) { a.deallocate(q, bytes, s); });
 }
 
 }  // namespace shardcast::device

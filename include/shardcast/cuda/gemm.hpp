@@ -87,17 +87,24 @@ struct cublas_types<__nv_bfloat16> {
 };
 
 /// Sets a borrowed handle's stream and pointer mode for one call and puts them back after,
-/// so the caller's later cuBLAS calls on that handle see their own settings.
+/// so the caller's later cuBLAS calls on that handle see their own settings. The stream is
+/// set only when it differs from the handle's: cublasSetStream also resets the handle's
+/// workspace to cuBLAS's default pool (cuBLAS documentation), so a handle given a
+/// workspace with cublasSetWorkspace keeps it when the call uses the handle's own stream,
+/// and must be given it again after a call on another stream.
 class handle_scope {
  public:
   handle_scope(cublasHandle_t h, cudaStream_t s) : h_(h) {
     SHARDCAST_CUBLAS_TRY(cublasGetStream(h_, &old_stream_));
     SHARDCAST_CUBLAS_TRY(cublasGetPointerMode(h_, &old_mode_));
-    SHARDCAST_CUBLAS_TRY(cublasSetStream(h_, s));
+    if (s != old_stream_) {
+      SHARDCAST_CUBLAS_TRY(cublasSetStream(h_, s));
+      stream_changed_ = true;
+    }
     SHARDCAST_CUBLAS_TRY(cublasSetPointerMode(h_, CUBLAS_POINTER_MODE_HOST));  // alpha and beta live on the host
   }
   ~handle_scope() {
-    (void)cublasSetStream(h_, old_stream_);
+    if (stream_changed_) (void)cublasSetStream(h_, old_stream_);
     (void)cublasSetPointerMode(h_, old_mode_);
   }
   handle_scope(const handle_scope&) = delete;
@@ -107,6 +114,7 @@ class handle_scope {
   cublasHandle_t h_;
   cudaStream_t old_stream_ = nullptr;
   cublasPointerMode_t old_mode_ = CUBLAS_POINTER_MODE_HOST;
+  bool stream_changed_ = false;
 };
 
 }  // namespace detail
