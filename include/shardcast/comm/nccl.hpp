@@ -293,6 +293,7 @@ class communicator {
     if (!s_->barrier_stream) {
       SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s_->barrier_stream, cudaStreamNonBlocking));
       SHARDCAST_CUDA_TRY(cudaMalloc(&s_->barrier_buf, sizeof(int)));
+      SHARDCAST_CUDA_TRY(cudaMemsetAsync(s_->barrier_buf, 0, sizeof(int), s_->barrier_stream));  // (its value is never read)
     }
     all_reduce(s_->barrier_buf, s_->barrier_buf, 1, reduce_op::sum, s_->barrier_stream);
     const auto deadline = std::chrono::steady_clock::now() + s_->timeout;
