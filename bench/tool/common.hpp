@@ -43,6 +43,13 @@ inline bool parse_coll(const std::string& s, coll& out) {
 /// True for collectives whose result depends on the reduction operator.
 inline bool has_op(coll c) { return c == coll::all_reduce || c == coll::reduce_scatter; }
 
+/// Says on stderr that `backend` was not compiled into the tool and why; returns exit status 2.
+/// @param who the message's prefix, e.g. "shardcast-bench"
+inline int not_built(const char* who, const std::string& backend, const char* why) {
+  std::fprintf(stderr, "%s: backend %s not built (%s)\n", who, backend.c_str(), why);
+  return 2;
+}
+
 /// nccl-tests' bus-bandwidth factor: busbw = algbw * factor.
 inline double busbw_factor(coll c, int n) {
   switch (c) {

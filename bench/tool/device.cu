@@ -179,20 +179,43 @@ void run_size(Comm& comm, const options& o, std::size_t bytes, cudaStream_t s, s
 
 /// The whole sweep on one rank of `comm` (called on every rank thread); rank 0 reports rows.
 template <class Comm>
-void run_sweep(Comm& comm, const options& o, shared_results& sh, const std::function<void(const device_row&)>& on_row) {
-  cudaStream_t s = nullptr;
-  SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  try {
-    for (std::size_t bytes : sweep(o)) {
-      device_row row;
-      with_dtype(o.type, [&]<class T>() { run_size<T>(comm, o, bytes, s, sh, row); });
-      if (comm.rank() == 0) on_row(row);
-    }
-  } catch (...) {
-    (void)cudaStreamDestroy(s);
-    throw;
+void run_sweep(Comm& comm, const options& o, cudaStream_t s, shared_results& sh, const std::function<void(const device_row&)>& on_row) {
+  for (std::size_t bytes : sweep(o)) {
+    device_row row;
+    with_dtype(o.type, [&]<class T>() { run_size<T>(comm, o, bytes, s, sh, row); });
+    if (comm.rank() == 0) on_row(row);
   }
-  SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+}
+
+/// GPUs the `n` ranks of a device backend use: 0 .. min(visible, n) - 1.
+std::vector<int> devices_for(int n) {
+  std::vector<int> devices;
+  for (int d = 0; d < std::min(visible_devices(), n); ++d) devices.push_back(d);
+  return devices;
+}
+
+/// Runs `body(comm, stream)` on each of the `n` ranks of `backend` (p2p: rank r on GPU
+/// r % devices_for(n).size(); nccl: one rank per GPU), each with its own non-blocking stream.
+template <class Body>
+void on_device_ranks(const std::string& backend, int n, Body body) {
+  auto rank = [&](auto& comm) {
+    cudaStream_t s = nullptr;
+    SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    try {
+      body(comm, s);
+    } catch (...) {
+      (void)cudaStreamDestroy(s);
+      throw;
+    }
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  };
+  if (backend == "p2p") {
+    p2p::run(n, devices_for(n), [&](p2p::communicator& c) { rank(c); });
+  } else {
+#if defined(SHARDCAST_BENCH_WITH_NCCL)
+    nccl::run_local(n, [&](nccl::communicator& c) { rank(c); });
+#endif
+  }
 }
 
 }  // namespace
@@ -231,21 +254,12 @@ int device_sweep(const options& o, const std::function<void(const device_row&)>&
     std::fprintf(stderr, "shardcast-bench: root %d is not a rank of %d\n", o.root, n);
     return 2;
   }
-  const int ndev = visible_devices();
-  std::vector<int> devices;
-  for (int d = 0; d < std::min(ndev, n); ++d) devices.push_back(d);
   std::printf("# device backend: buffers in device memory, times from CUDA events; cpy1/cpyN are device copies, not host memcpy:\n"
               "# cpy1 = one cudaMemcpyAsync device-to-device of size bytes by rank 0 alone; cpyN = per rank, every rank copying at "
               "once; %d rank(s) on %zu GPU(s)\n",
-              n, devices.size());
+              n, devices_for(n).size());
   shared_results sh(n);
-  if (o.backend == "p2p") {
-    p2p::run(n, devices, [&](p2p::communicator& c) { run_sweep(c, o, sh, on_row); });
-  } else {
-#if defined(SHARDCAST_BENCH_WITH_NCCL)
-    nccl::run_local(n, [&](nccl::communicator& c) { run_sweep(c, o, sh, on_row); });
-#endif
-  }
+  on_device_ranks(o.backend, n, [&](auto& comm, cudaStream_t s) { run_sweep(comm, o, s, sh, on_row); });
   return 0;
 }
 
@@ -259,31 +273,13 @@ int run_device_transition(const transition_options& o) {
   co.ranks = pb.nranks;
   const int n = device_ranks(co);
   if (n < 0) return 2;
-  const int ndev = visible_devices();
-  std::vector<int> devices;
-  for (int d = 0; d < std::min(ndev, n); ++d) devices.push_back(d);
-  const std::string text = o.backend + " backend, " + std::to_string(devices.size()) + " GPU(s), device memory, host clock after a stream sync";
+  const std::string text =
+      o.backend + " backend, " + std::to_string(devices_for(n).size()) + " GPU(s), device memory, host clock after a stream sync";
   print_transition_header(o, pb, text.c_str());
   std::vector<transition_measure> ranks(static_cast<std::size_t>(n));
-  auto body = [&](auto& comm) {
-    cudaStream_t s = nullptr;
-    SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    try {
-      ranks[static_cast<std::size_t>(comm.rank())] =
-          measure_transition(comm, pb, o, s, [&] { SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s)); });
-    } catch (...) {
-      (void)cudaStreamDestroy(s);
-      throw;
-    }
-    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
-  };
-  if (o.backend == "p2p") {
-    p2p::run(n, devices, [&](p2p::communicator& c) { body(c); });
-  } else {
-#if defined(SHARDCAST_BENCH_WITH_NCCL)
-    nccl::run_local(n, [&](nccl::communicator& c) { body(c); });
-#endif
-  }
+  on_device_ranks(o.backend, n, [&](auto& comm, cudaStream_t s) {
+    ranks[static_cast<std::size_t>(comm.rank())] = measure_transition(comm, pb, o, s, [&] { SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s)); });
+  });
   return report_transition(o, pb, ranks);
 }
 }  // namespace

@@ -348,11 +348,6 @@ int run_device_backend(const bn::options& o) {
 }
 #endif
 
-int not_built(const std::string& backend, const char* why) {
-  std::fprintf(stderr, "shardcast-bench: backend %s not built (%s)\n", backend.c_str(), why);
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -369,14 +364,14 @@ int main(int argc, char** argv) {
 #ifdef SHARDCAST_BENCH_MPI_BACKEND
       return run_mpi_backend(o);
 #else
-      return not_built("mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
+      return bn::not_built("shardcast-bench", "mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
 #endif
     }
 #if defined(SHARDCAST_BENCH_WITH_DEVICE)
     if (o.backend == "nccl" || o.backend == "p2p") return run_device_backend(o);
 #endif
-    if (o.backend == "nccl") return not_built("nccl", "needs CUDA and NCCL at configure time and shardcast/comm/nccl.hpp");
-    if (o.backend == "p2p") return not_built("p2p", "needs CUDA at configure time and shardcast/comm/p2p.hpp");
+    if (o.backend == "nccl") return bn::not_built("shardcast-bench", "nccl", "needs CUDA and NCCL at configure time and shardcast/comm/nccl.hpp");
+    if (o.backend == "p2p") return bn::not_built("shardcast-bench", "p2p", "needs CUDA at configure time and shardcast/comm/p2p.hpp");
     std::fprintf(stderr, "shardcast-bench: unknown backend '%s' (host, mpi, nccl, p2p)\n", o.backend.c_str());
     return 2;
   } catch (const std::exception& e) {

@@ -15,6 +15,7 @@
 
 #include <shardcast/comm/host.hpp>
 
+#include "common.hpp"
 #include "transition.hpp"
 
 #if defined(SHARDCAST_BENCH_WITH_MPI) && __has_include(<shardcast/comm/mpi.hpp>)
@@ -95,11 +96,6 @@ int run_mpi(const transition_options& o) {
 }
 #endif
 
-[[maybe_unused]] int not_built(const std::string& backend, const char* why) {
-  std::fprintf(stderr, "shardcast-bench redistribute: backend %s not built (%s)\n", backend.c_str(), why);
-  return 2;
-}
-
 }  // namespace
 
 int run_transition(int argc, char** argv) {
@@ -138,14 +134,14 @@ int run_transition(int argc, char** argv) {
 #ifdef SHARDCAST_BENCH_MPI_TRANSITION
       return with_transition_shape(o, [&]<int N, int R>() { return run_mpi<N, R>(o); });
 #else
-      return not_built("mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
+      return not_built("shardcast-bench redistribute", "mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
 #endif
     }
     if (o.backend == "p2p" || o.backend == "nccl") {
 #if defined(SHARDCAST_BENCH_WITH_DEVICE)
       return device_transition(o);
 #else
-      return not_built(o.backend, "needs CUDA at configure time (SHARDCAST_HAS_CUDA)");
+      return not_built("shardcast-bench redistribute", o.backend, "needs CUDA at configure time (SHARDCAST_HAS_CUDA)");
 #endif
     }
     std::fprintf(stderr, "shardcast-bench redistribute: unknown backend '%s' (host, mpi, nccl, p2p)\n", o.backend.c_str());

@@ -96,6 +96,20 @@ struct world_flag {
   std::atomic<bool> failed{false};
 };
 
+/// Polls `comm` (ncclCommGetAsyncError) until it is no longer in progress, `deadline`
+/// passes or `stop()` says to give up. Returns its last state: ncclSuccess, an error, or
+/// ncclInProgress when it gave up.
+template <class Stop>
+ncclResult_t wait_not_in_progress(ncclComm_t comm, std::chrono::steady_clock::time_point deadline, Stop stop) {
+  for (;;) {
+    ncclResult_t a = ncclSuccess;
+    if (const ncclResult_t q = ncclCommGetAsyncError(comm, &a); q != ncclSuccess) return q;
+    if (a != ncclInProgress) return a;
+    if (stop() || std::chrono::steady_clock::now() >= deadline) return ncclInProgress;
+    std::this_thread::yield();
+  }
+}
+
 /// What a communicator handle shares with its moved-from copies: the comm and its state.
 struct state {
   ncclComm_t comm = nullptr;
@@ -122,17 +136,13 @@ struct state {
   /// reach the finalize, and its collectives may be half done).
   void release_comm() {
     if (!comm || !owned || aborted) return;  // (an abort already freed it)
-    if ((world && world->failed.load()) || std::uncaught_exceptions() > 0) {
+    if (peer_failed() || std::uncaught_exceptions() > 0) {
       (void)ncclCommAbort(comm);
       aborted = true;
       return;
     }
     ncclResult_t r = ncclCommFinalize(comm);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (r == ncclInProgress && std::chrono::steady_clock::now() < deadline && !(world && world->failed.load())) {
-      std::this_thread::yield();
-      if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
-    }
+    if (r == ncclInProgress) r = wait_not_in_progress(comm, std::chrono::steady_clock::now() + timeout, [&] { return peer_failed(); });
     if (r == ncclSuccess) (void)ncclCommDestroy(comm);
     else (void)ncclCommAbort(comm);
   }
@@ -145,6 +155,9 @@ struct state {
     throw comm_error(msg);
   }
 
+  /// True once a rank of this communicator's run_local failed.
+  bool peer_failed() const { return world && world->failed.load(); }
+
   void abort_comm() {
     if (comm && !aborted) {
       (void)ncclCommAbort(comm);
@@ -156,7 +169,7 @@ struct state {
   /// Throws comm_error if the communicator was aborted (ncclCommAbort freed it, so no NCCL
   /// call may use it) or a peer of its world failed (it is aborted first).
   void ensure_live(const char* what) {
-    if (!aborted && world && world->failed.load()) abort_comm();
+    if (!aborted && peer_failed()) abort_comm();
     if (aborted) throw comm_error(std::string("shardcast::nccl: ") + what + " on an aborted communicator (a collective failed or a peer rank failed)");
   }
 
@@ -172,24 +185,14 @@ struct state {
   void check(const char* what, ncclResult_t r) {
     if (aborted) throw comm_error(std::string("shardcast::nccl: ") + what + " on an aborted communicator");
     if (r != ncclSuccess && r != ncclInProgress) fail(what, r);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      ncclResult_t a = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(comm, &a);
-      if (q != ncclSuccess) fail(what, q);
-      if (a == ncclSuccess) return;
-      if (a != ncclInProgress) fail(what, a);
-      if (world && world->failed.load()) {
-        abort_comm();
-        throw comm_error(std::string("shardcast::nccl: ") + what + " abandoned: a peer rank failed");
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        abort_comm();
-        throw comm_error(std::string("shardcast::nccl: ") + what + " timed out after " +
-                         std::to_string(timeout.count()) + " ms (a peer never arrived); communicator aborted");
-      }
-      std::this_thread::yield();
-    }
+    const ncclResult_t a = wait_not_in_progress(comm, std::chrono::steady_clock::now() + timeout, [&] { return peer_failed(); });
+    if (a == ncclSuccess) return;
+    if (a != ncclInProgress) fail(what, a);
+    const bool abandoned = peer_failed();  // (before abort_comm, which sets the flag)
+    abort_comm();
+    if (abandoned) throw comm_error(std::string("shardcast::nccl: ") + what + " abandoned: a peer rank failed");
+    throw comm_error(std::string("shardcast::nccl: ") + what + " timed out after " + std::to_string(timeout.count()) +
+                     " ms (a peer never arrived); communicator aborted");
   }
 };
 
@@ -402,21 +405,12 @@ inline std::vector<ncclComm_t> init_local(int ndev, std::chrono::milliseconds ti
   if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) first = r;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (std::size_t i = 0; first == ncclSuccess && i < comms.size(); ++i) {
-    for (;;) {
-      ncclResult_t a = ncclSuccess;
-      const ncclResult_t q = ncclCommGetAsyncError(comms[i], &a);
-      if (q != ncclSuccess) a = q;
-      if (a == ncclSuccess) break;
-      if (a != ncclInProgress) {
-        first = a;
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        abort_all();
-        fail("creating the communicators timed out after " + std::to_string(timeout.count()) + " ms");
-      }
-      std::this_thread::yield();
+    const ncclResult_t a = wait_not_in_progress(comms[i], deadline, [] { return false; });
+    if (a == ncclInProgress) {
+      abort_all();
+      fail("creating the communicators timed out after " + std::to_string(timeout.count()) + " ms");
     }
+    first = a;
   }
   if (first != ncclSuccess) {
     abort_all();
