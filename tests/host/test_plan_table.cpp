@@ -283,6 +283,14 @@ std::vector<std::pair<int, int>> all_pairs(std::size_t n) {
 
 using counted = sc::counting_communicator<sc::host::communicator>;
 
+// Under ThreadSanitizer (scripts/sanitize.sh) every 4th pair runs: that run looks for
+// races, which a sample reaches as well, and the whole table took 51 s there (1.5 s natively).
+#ifdef __SANITIZE_THREAD__
+constexpr std::size_t pair_stride = 4;
+#else
+constexpr std::size_t pair_stride = 1;
+#endif
+
 /// Runs every pair on a host mesh of `shape` over a counting communicator, one plan step
 /// at a time; checks each step's bytes sent by the busiest rank and every rank's number
 /// of collectives against the planner's prediction for that step, and (when `verify`)
@@ -294,6 +302,8 @@ std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std:
   for (int s : shape) nranks *= s;
   const auto P = static_cast<std::size_t>(nranks);
   const std::size_t npairs = ls.size() * ls.size();
+  // Pair k = (source k / n, target k % n); the sample shifts by one target per source.
+  auto sampled = [&](std::size_t k) { return (k + k / ls.size()) % pair_stride == 0; };
   constexpr auto S = static_cast<std::size_t>(sc::max_plan_steps);
   std::vector<double> bytes(npairs * S * P);
   std::vector<long> calls(npairs * S * P);
@@ -309,6 +319,10 @@ std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std:
     for (const auto& a : ls) {
       auto x = sc::distribute(m, a, g, ext);
       for (const auto& b : ls) {
+        if (!sampled(k)) {
+          ++k;
+          continue;
+        }
         const sc::plan p = sc::make_plan(a, b, shape, ext);
         auto cur = x;
         for (int i = 0; i < p.nsteps; ++i) {
@@ -329,8 +343,14 @@ std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std:
   });
   for (const auto& e : errors) REQUIRE(e.empty());
   std::size_t k = 0;
+  std::size_t checked = 0;
   for (const auto& a : ls)
     for (const auto& b : ls) {
+      if (!sampled(k)) {
+        ++k;
+        continue;
+      }
+      ++checked;
       const sc::plan p = sc::make_plan(a, b, shape, ext);
       CAPTURE(sc::to_string(a));
       CAPTURE(sc::to_string(b));
@@ -351,7 +371,7 @@ std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std:
       REQUIRE(total == doctest::Approx(p.elements).epsilon(1e-12));
       ++k;
     }
-  return npairs;
+  return checked;
 }
 
 }  // namespace
