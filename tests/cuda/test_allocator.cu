@@ -65,7 +65,7 @@ struct tag_allocator {
 }  // namespace
 
 // No device needed: nothing is allocated.
-TEST_CASE("current_allocator: scoped allocators nest per thread over the process default") {
+TEST_CASE("current_allocator: scoped allocators nest per thread over the process default" * doctest::test_suite("host_only")) {
   const sc::device::any_allocator a{tag_allocator{1}}, b{tag_allocator{2}}, d{tag_allocator{3}};
   const sc::device::any_allocator before = sc::device::current_allocator();
   {

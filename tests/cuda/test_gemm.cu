@@ -135,7 +135,7 @@ TEST_CASE("cublas_gemm on a borrowed handle leaves its stream and pointer mode a
 }
 
 // No device needed: the strides are checked before cuBLAS is called.
-TEST_CASE("cublas_gemm rejects row strides shorter than a row") {
+TEST_CASE("cublas_gemm rejects row strides shorter than a row" * doctest::test_suite("host_only")) {
   sc::device::cublas_gemm g(static_cast<cublasHandle_t>(nullptr), cudaStream_t{});
   float* p = nullptr;
   CHECK_THROWS_AS(g(4, 5, 3, p, 2, p, 5, p, 5), sc::layout_error);

@@ -32,6 +32,32 @@ float value(int r, std::size_t i) { return float(int((i * 5 + std::size_t(r) * 3
 
 }  // namespace
 
+// No device needed: every call checks for the null communicator before any CUDA call.
+TEST_CASE("p2p: the null communicator has size 0 and every call on it throws comm_error" * doctest::test_suite("host_only")) {
+  sc::p2p::communicator none;
+  CHECK(!none);
+  CHECK(none.size() == 0);
+  float x = 0, y = 0;
+  CHECK_THROWS_AS(none.all_reduce(&x, &y, 1, sc::reduce_op::sum), sc::comm_error);
+  CHECK_THROWS_AS(none.all_gather(&x, &y, 1), sc::comm_error);
+  CHECK_THROWS_AS(none.reduce_scatter(&x, &y, 1, sc::reduce_op::max), sc::comm_error);
+  CHECK_THROWS_AS(none.all_to_all(&x, &y, 1), sc::comm_error);
+  CHECK_THROWS_AS(none.broadcast(&x, 1, 0), sc::comm_error);
+  CHECK_THROWS_AS(none.send(&x, 1, 0), sc::comm_error);
+  CHECK_THROWS_AS(none.recv(&y, 1, 0), sc::comm_error);
+  CHECK_THROWS_AS(none.barrier(), sc::comm_error);
+  CHECK_THROWS_AS((void)none.split(0, 0), sc::comm_error);
+}
+
+TEST_CASE("p2p split: a negative color gives the null communicator, the others still meet" * doctest::skip(no_device())) {
+  sc::p2p::run(3, {0}, [](sc::p2p::communicator& c) {
+    auto none = c.split(c.rank() == 0 ? -1 : 0, 0);
+    CHECK(static_cast<bool>(none) == (c.rank() != 0));
+    CHECK(none.size() == (c.rank() == 0 ? 0 : 2));
+    if (c.rank() != 0) none.barrier();
+  });
+}
+
 TEST_CASE("p2p collectives on ranks sharing GPU 0 match host references" * doctest::skip(no_device())) {
   for (int p : {2, 3, 4}) {
     CAPTURE(p);

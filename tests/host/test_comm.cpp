@@ -117,6 +117,16 @@ TEST_CASE("host all_to_allv with uneven counts, send/recv ring, split") {
     CHECK(sum == (r / 2) * 4 + 1);
     auto none = c.split(r == 0 ? -1 : 0, 0);
     CHECK(static_cast<bool>(none) == (r != 0));
+    if (r == 0) {
+      // The null communicator: size 0, and every call throws comm_error (as on MPI).
+      CHECK(none.size() == 0);
+      CHECK_THROWS_AS(none.barrier(), sc::comm_error);
+      CHECK_THROWS_AS(none.all_reduce(&v, &sum, 1, sc::reduce_op::sum), sc::comm_error);
+      CHECK_THROWS_AS(none.send(&v, 1, 0), sc::comm_error);
+      CHECK_THROWS_AS((void)none.split(0, 0), sc::comm_error);
+    } else {
+      CHECK(none.size() == 3);
+    }
     c.barrier();
   });
 }

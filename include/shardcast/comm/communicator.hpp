@@ -18,6 +18,8 @@
 ///   void barrier();
 ///   C split(int color, int key) const;   // collective; ranks with equal color form one communicator, ordered by key then rank
 /// @endcode
+/// A negative color gives the null communicator on every backend: size() 0, `explicit
+/// operator bool` false, and every call on it throws comm_error.
 /// plus `using memory_space = host_memory | device_memory;` and `using stream_type = ...;`.
 /// Counts are in elements. In-place use is allowed where MPI allows it
 /// (all_reduce with send == recv; all_gather with send == recv + rank*count;

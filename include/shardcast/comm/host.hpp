@@ -545,7 +545,7 @@ class communicator {
  private:
   template <class T>
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
-    SHARDCAST_EXPECTS(g_, "shardcast::host: collective called on a null communicator");
+    if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
     auto& s = g_->slots[static_cast<std::size_t>(rank_)];
     s.kind = k;
     s.type = dtype_of<T>::value;
@@ -576,7 +576,7 @@ class communicator {
   }
 
   void check_peer(int peer, const char* what) const {
-    SHARDCAST_EXPECTS(g_, "shardcast::host: point-to-point call on a null communicator");
+    if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
                       std::string("shardcast::host::") + what + ": peer " + std::to_string(peer) + " is not another rank of this communicator of size " +
                           std::to_string(size()));

@@ -171,6 +171,8 @@ struct state {
   void ensure_live(const char* what) {
     if (!aborted && peer_failed()) abort_comm();
     if (aborted) throw comm_error(std::string("shardcast::nccl: ") + what + " on an aborted communicator (a collective failed or a peer rank failed)");
+    // (a misuse of this rank alone: thrown before any NCCL call, so the peers are not told)
+    if (!comm) throw comm_error(std::string("shardcast::nccl: ") + what + " called on a null communicator (split with a negative color)");
   }
 
   /// Checks that the communicator is live, then makes the NCCL call `f()` and waits until it
@@ -239,6 +241,9 @@ class communicator {
   ncclComm_t native() const { return s_->comm; }
   int rank() const { return s_->rank; }
   int size() const { return s_->size; }
+  /// False for the null communicator (what split returns for a negative color): size 0;
+  /// every call on it throws comm_error.
+  explicit operator bool() const { return s_->comm != nullptr; }
 
   template <class T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
@@ -316,7 +321,8 @@ class communicator {
   }
 
   /// Collective: ranks with equal `color` form a new owned communicator, ordered by `key` then rank
-  /// (ncclCommSplit; non-blocking like this one).
+  /// (ncclCommSplit; non-blocking like this one). A negative color (NCCL_SPLIT_NOCOLOR)
+  /// gives the null communicator.
   /// @throws comm_error if the split fails or times out.
   communicator split(int color, int key) const {
     communicator c;
@@ -324,7 +330,7 @@ class communicator {
     c.s_->timeout = s_->timeout;
     c.s_->world = s_->world;
     ncclConfig_t cfg = detail::nonblocking_config();
-    s_->call("ncclCommSplit", [&] { return ncclCommSplit(s_->comm, color, key, &c.s_->comm, &cfg); });
+    s_->call("ncclCommSplit", [&] { return ncclCommSplit(s_->comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &c.s_->comm, &cfg); });
     if (c.s_->comm) c.s_->check("ncclCommSplit (new communicator)", ncclSuccess);
     c.fill_rank_size();
     return c;

@@ -178,13 +178,20 @@ class communicator {
   using memory_space = device_memory;
   using stream_type = cudaStream_t;
 
+  /// The null communicator (what split returns for a negative color): size 0; every call
+  /// on it throws comm_error.
+  communicator() = default;
+
   int rank() const { return rank_; }
-  int size() const { return g_->size; }
+  int size() const { return g_ ? g_->size : 0; }
+  /// False for the null communicator.
+  explicit operator bool() const { return static_cast<bool>(g_); }
   /// The CUDA device this rank's buffers live on.
   int device() const { return device_; }
 
   template <class T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s = {}) {
+    live("all_reduce");
     // Phase 1: reduce my balanced chunk from every peer's send into my recv.
     // Phase 2: copy every other chunk from its owner's recv. In place is safe: in phase 1
     // peers read only their own chunk of my buffer, which I do not write.
@@ -205,6 +212,7 @@ class communicator {
   }
   template <class T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    live("all_gather");
     publish(send, recv, count, s, "all_gather");
     for (int q = 0; q < size(); ++q) {
       T* dst = recv + std::size_t(q) * count;
@@ -221,6 +229,7 @@ class communicator {
   /// see cuda/epilogue.cuh): recv[i] = epi(op_q send_q[rank*count + i], i).
   template <class T, class Epi>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type s, Epi epi) {
+    live("reduce_scatter");
     publish(send, recv, count, s, "reduce_scatter");
     std::vector<const T*> srcs(static_cast<std::size_t>(size()));
     for (int q = 0; q < size(); ++q)
@@ -230,6 +239,7 @@ class communicator {
   }
   template <class T>
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type s = {}) {
+    live("all_to_all");
     publish(send, recv, count, s, "all_to_all");
     for (int q = 0; q < size(); ++q)
       if (count)
@@ -240,6 +250,7 @@ class communicator {
   template <class T>
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type s = {}) {
+    live("all_to_allv");
     auto& me = g_->slots[std::size_t(rank_)];
     me.send_counts = send_counts;
     me.send_displs = send_displs;
@@ -260,6 +271,7 @@ class communicator {
   }
   template <class T>
   void broadcast(T* buf, std::size_t count, int root, stream_type s = {}) {
+    live("broadcast");
     check_peer(root, "broadcast");
     publish(buf, buf, count, s, "broadcast");
     if (rank_ != root && count) copy_from(root, buf, static_cast<const T*>(peer(root).send), count * sizeof(T), s);
@@ -274,6 +286,7 @@ class communicator {
   /// @throws comm_error if the counts differ (on both ranks), on timeout, or if a peer failed.
   template <class T>
   void send(const T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
+    live("send");
     check_peer(peer_rank, "send");
     auto& g = *g_;
     auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
@@ -302,6 +315,7 @@ class communicator {
   }
   template <class T>
   void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
+    live("recv");
     check_peer(peer_rank, "recv");
     auto& g = *g_;
     auto& ch = *g.channels[std::size_t(peer_rank) * std::size_t(size()) + std::size_t(rank_)];
@@ -329,14 +343,24 @@ class communicator {
     SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.copied, 0));
   }
   /// Host barrier of the group (it does not wait for the GPU).
-  void barrier() { g_->barrier("barrier"); }
+  void barrier() {
+    live("barrier");
+    g_->barrier("barrier");
+  }
 
-  /// Collective: ranks with equal color form a new group, ordered by key then rank.
+  /// Collective: ranks with equal color form a new group, ordered by key then rank. A
+  /// negative color gives the null communicator.
   communicator split(int color, int key) const {
+    live("split");
     auto& me = g_->slots[std::size_t(rank_)];
     me.color = color;
     me.key = key;
     g_->barrier("split");
+    if (color < 0) {  // takes part in the barriers only
+      g_->barrier("split");
+      g_->barrier("split");
+      return communicator{};
+    }
     std::vector<int> members;
     for (int q = 0; q < size(); ++q)
       if (g_->slots[std::size_t(q)].color == color) members.push_back(q);
@@ -358,6 +382,10 @@ class communicator {
 
  private:
   const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
+
+  void live(const char* what) const {
+    if (!g_) throw comm_error(std::string("shardcast::p2p: ") + what + " called on a null communicator (default-constructed, or split with a negative color)");
+  }
 
   void check_peer(int q, const char* what) const {
     SHARDCAST_EXPECTS(q >= 0 && q < size(), std::string("shardcast::p2p: ") + what + ": rank " + std::to_string(q) +
