@@ -298,6 +298,7 @@ class communicator {
   /// timeout (so a dead peer is an exception here rather than a hang).
   /// @throws comm_error on timeout or NCCL error; cuda_error if the stream fails.
   void barrier() {
+    s_->ensure_live("barrier");  // (before the stream and buffer below are made)
     if (!s_->barrier_stream) {
       SHARDCAST_CUDA_TRY(cudaStreamCreateWithFlags(&s_->barrier_stream, cudaStreamNonBlocking));
       SHARDCAST_CUDA_TRY(cudaMalloc(&s_->barrier_buf, sizeof(int)));
