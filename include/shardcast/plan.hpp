@@ -244,44 +244,91 @@ inline constexpr long max_full_search_states = 4096;
 inline constexpr long max_full_search_states_static = 256;
 
 namespace detail {
-/// A binary min-heap of (cost, state) for the planner's Dijkstra search (constexpr-friendly).
-struct plan_heap {
-  struct item {
-    cost c;
-    int state;
-  };
-  std::vector<item> v;
-  constexpr bool empty() const { return v.empty(); }
-  constexpr void push(const cost& c, int s) {
-    v.push_back({c, s});
-    std::size_t i = v.size() - 1;
+/// What the planner's search keeps per state (one intermediate layout).
+struct search_node {
+  double elements = 0;  ///< the cheapest cost found so far from the source (see `cost`)
+  int collectives = 0;
+  int steps = 0;
+  int prev = -1;        ///< the state it was reached from
+  bool reached = false, done = false;
+  step_kind kind = step_kind::slice;  ///< the step from `prev`
+  unsigned axes = 0;
+  reduce_op op = reduce_op::sum;
+  double vol = -1;      ///< the largest piece of the state's layout, once computed
+};
+
+/// An entry of the search's min-heap: a cost and the state it reaches.
+struct search_item {
+  double elements;
+  int collectives, steps, state;
+};
+
+/// `cost::operator<` on the fields of two costs. The search's hot loop compares costs
+/// through this one function, whose body is the comparison itself.
+constexpr bool cost_less(double ae, int ac, int as, double be, int bc, int bs) {
+  const double eps = 1e-9 * (ae > be ? ae : be);
+  return ae < be - eps || (!(ae > be + eps) && (ac != bc ? ac < bc : as < bs));
+}
+
+/// The search's storage: one record per state and a binary min-heap of items, in arrays
+/// made with `new[]` (std::unique_ptr and std::vector cost far more to build and index
+/// during constant evaluation, which runs every static redistribute's planning).
+class search_space {
+ public:
+  constexpr explicit search_space(int nstates)
+      : node(new search_node[static_cast<std::size_t>(nstates)]{}), heap_(new search_item[static_cast<std::size_t>(nstates)]), cap_(nstates) {}
+  search_space(const search_space&) = delete;
+  search_space& operator=(const search_space&) = delete;
+  constexpr ~search_space() {
+    delete[] node;
+    delete[] heap_;
+  }
+
+  constexpr bool empty() const { return size_ == 0; }
+  constexpr void push(double e, int c, int s, int state) {
+    if (size_ == cap_) {
+      auto* bigger = new search_item[static_cast<std::size_t>(2 * cap_)];
+      for (int i = 0; i < size_; ++i) bigger[i] = heap_[i];
+      delete[] heap_;
+      heap_ = bigger;
+      cap_ *= 2;
+    }
+    int i = size_++;
+    const search_item it{e, c, s, state};
     while (i > 0) {
-      const std::size_t up = (i - 1) / 2;
-      if (!(v[i].c < v[up].c)) break;
-      const item t = v[i];
-      v[i] = v[up];
-      v[up] = t;
+      const int up = (i - 1) / 2;
+      const search_item& u = heap_[up];
+      if (!cost_less(e, c, s, u.elements, u.collectives, u.steps)) break;
+      heap_[i] = heap_[up];
       i = up;
     }
+    heap_[i] = it;
   }
-  constexpr item pop() {
-    const item top = v[0];
-    v[0] = v.back();
-    v.pop_back();
-    std::size_t i = 0;
+  /// Removes the cheapest item and returns its state (the last item moves to the root and
+  /// sifts down).
+  constexpr int pop() {
+    const int top = heap_[0].state;
+    heap_[0] = heap_[--size_];
+    int i = 0;
     while (true) {
-      const std::size_t l = 2 * i + 1, r = l + 1;
-      std::size_t m = i;
-      if (l < v.size() && v[l].c < v[m].c) m = l;
-      if (r < v.size() && v[r].c < v[m].c) m = r;
+      const int l = 2 * i + 1, r = l + 1;
+      int m = i;
+      if (l < size_ && cost_less(heap_[l].elements, heap_[l].collectives, heap_[l].steps, heap_[m].elements, heap_[m].collectives, heap_[m].steps)) m = l;
+      if (r < size_ && cost_less(heap_[r].elements, heap_[r].collectives, heap_[r].steps, heap_[m].elements, heap_[m].collectives, heap_[m].steps)) m = r;
       if (m == i) break;
-      const item t = v[i];
-      v[i] = v[m];
-      v[m] = t;
+      const search_item t = heap_[i];
+      heap_[i] = heap_[m];
+      heap_[m] = t;
       i = m;
     }
     return top;
   }
+
+  search_node* node;  ///< per state
+
+ private:
+  search_item* heap_;
+  int size_ = 0, cap_;
 };
 }  // namespace detail
 
@@ -295,6 +342,11 @@ struct plan_heap {
 /// `max_full_search_states` layouts ((rank + 2)^naxes for one reduce op: e.g. every
 /// rank-2 tensor on up to 6 axes, rank 4 on up to 4); beyond that, over intermediate
 /// layouts whose axes hold their source placement, target placement or replicate.
+///
+/// The search loop works on plain arrays of small integers and makes few calls: during
+/// constant evaluation (static plans) every function call, including every std::array or
+/// std::vector index and every small accessor, costs far more than the arithmetic it
+/// wraps. Its step costs are those of detail::step_cost, written out.
 constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
   const int n = src.naxes;
   if (src.naxes != dst.naxes) throw layout_error("shardcast::make_plan: source and target layouts have different numbers of placements");
@@ -325,7 +377,8 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   long full = 1;
   for (int a = 0; a < n && full <= bound; ++a) full *= per_axis;
   const bool search_all = full <= bound;
-  placement_desc cand[SHARDCAST_MAX_AXES][1 + SHARDCAST_MAX_RANK + 2]{};
+  constexpr int max_cand = 1 + SHARDCAST_MAX_RANK + 2;
+  placement_desc cand[SHARDCAST_MAX_AXES][max_cand]{};
   int ncand[SHARDCAST_MAX_AXES]{};
   int radix[SHARDCAST_MAX_AXES]{};
   int nstates = 1;
@@ -346,6 +399,17 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
     nstates *= ncand[a];
   }
   if (nops == 0) nops = 1;
+  // The candidates as plain integers: kind (0 replicate, 1 shard, 2 partial), the shard
+  // dim, the index of the partial's op in `ops`.
+  constexpr int R_ = 0, S_ = 1, P_ = 2;
+  int ck[SHARDCAST_MAX_AXES][max_cand]{}, cd[SHARDCAST_MAX_AXES][max_cand]{}, co[SHARDCAST_MAX_AXES][max_cand]{};
+  for (int a = 0; a < n; ++a)
+    for (int i = 0; i < ncand[a]; ++i) {
+      const placement_desc& c = cand[a][i];
+      ck[a][i] = c.is_shard() ? S_ : c.is_partial() ? P_ : R_;
+      cd[a][i] = c.is_shard() ? c.dim : -1;
+      co[a][i] = c.is_partial() && nops > 1 && c.op == ops[1] ? 1 : 0;
+    }
   auto decode = [&](int s) {
     runtime_layout l;
     l.naxes = n;
@@ -357,93 +421,196 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   for (int a = 0; a < n; ++a)
     for (int i = 0; i < ncand[a]; ++i)
       if (cand[a][i] == dst[a]) target += i * radix[a];
+  // The mesh is uniform for all_to_all costs when every axis has one size.
+  const int s0 = shape[0];
+  bool uniform_mesh = true;
+  for (int a = 1; a < n; ++a) uniform_mesh = uniform_mesh && shape[a] == s0;
 
-  std::vector<detail::cost> dist(static_cast<std::size_t>(nstates));
-  std::vector<unsigned char> reached(static_cast<std::size_t>(nstates), 0), done(static_cast<std::size_t>(nstates), 0);
-  std::vector<int> prev(static_cast<std::size_t>(nstates), -1);
-  std::vector<step> via(static_cast<std::size_t>(nstates));
-  reached[0] = true;
-  detail::plan_heap heap;
-  heap.push(detail::cost{}, 0);
+  detail::search_space sp(nstates);
+  detail::search_node* node = sp.node;
+  node[0].reached = true;
+  sp.push(0, 0, 0, 0);
 
-  constexpr step_kind kinds[] = {step_kind::all_gather, step_kind::reduce_scatter, step_kind::all_reduce, step_kind::all_to_all,
-                                 step_kind::slice, step_kind::pad, step_kind::identity};
-  while (!heap.empty()) {
-    const int u = heap.pop().state;
-    if (done[static_cast<std::size_t>(u)]) continue;
-    done[static_cast<std::size_t>(u)] = true;
+  while (!sp.empty()) {
+    const int u = sp.pop();
+    detail::search_node& nu = node[u];
+    if (nu.done) continue;
+    nu.done = true;
     if (u == target) break;
-    const runtime_layout cur = decode(u);
-    const double vol_cur = static_cast<double>(detail::max_volume(cur, shape, ext, rank));
-    for (step_kind k : kinds) {
+    int ui[SHARDCAST_MAX_AXES]{};  // candidate index per axis
+    int shard_axes[SHARDCAST_MAX_RANK]{};  // per dim, the axes that shard it
+    for (int a = 0; a < n; ++a) {
+      ui[a] = (u / radix[a]) % ncand[a];
+      if (ck[a][ui[a]] == S_) shard_axes[cd[a][ui[a]]] |= 1 << a;
+    }
+    // Largest piece of a state (what detail::max_volume gives), computed once per state.
+    auto volume_of = [&](int st) {
+      detail::search_node& ns = node[st];
+      if (ns.vol < 0) {
+        std::int64_t e[SHARDCAST_MAX_RANK]{};
+        for (int d = 0; d < rank; ++d) e[d] = ext[d];
+        for (int a = 0; a < n; ++a) {
+          const int i = (st / radix[a]) % ncand[a];
+          if (ck[a][i] != S_) continue;
+          const int d = cd[a][i];
+          e[d] = e[d] / shape[a] + (e[d] % shape[a] != 0 ? 1 : 0);  // part 0 of a balanced split
+        }
+        std::int64_t v = 1;
+        for (int d = 0; d < rank; ++d) v *= e[d];
+        ns.vol = static_cast<double>(v);
+      }
+      return ns.vol;
+    };
+    const double vol_cur = volume_of(u);
+    for (int kk = 0; kk < 7; ++kk) {
+      const auto k = static_cast<step_kind>(kk);
       const bool has_op = k == step_kind::reduce_scatter || k == step_kind::all_reduce || k == step_kind::pad || k == step_kind::identity;
+      const bool nests = k != step_kind::all_reduce && k != step_kind::identity;
       for (int oi = 0; oi < (has_op ? nops : 1); ++oi) {
-        const reduce_op op = ops[oi];
-        // Per axis, the candidate indices this kind of move can reach.
-        int opt[SHARDCAST_MAX_AXES][1 + SHARDCAST_MAX_RANK + 2]{};
+        // Per axis, the candidate indices this kind of move can reach (detail::move_of).
+        int opt[SHARDCAST_MAX_AXES][max_cand]{};
         int nopt[SHARDCAST_MAX_AXES]{};
         long combos = 1;
         for (int a = 0; a < n; ++a) {
-          for (int i = 0; i < ncand[a]; ++i)
-            if (detail::move_of(k, cur[a], cand[a][i], op)) opt[a][nopt[a]++] = i;
+          const int fk = ck[a][ui[a]], fd = cd[a][ui[a]], fo = co[a][ui[a]];
+          for (int i = 0; i < ncand[a]; ++i) {
+            const int tk = ck[a][i];
+            bool ok = false;
+            switch (k) {
+              case step_kind::all_gather: ok = fk == S_ && tk == R_; break;
+              case step_kind::reduce_scatter: ok = fk == P_ && fo == oi && tk == S_; break;
+              case step_kind::all_reduce: ok = fk == P_ && fo == oi && tk == R_; break;
+              case step_kind::all_to_all: ok = fk == S_ && tk == S_ && fd != cd[a][i]; break;
+              case step_kind::slice: ok = fk == R_ && tk == S_; break;
+              case step_kind::pad: ok = fk == S_ && tk == P_ && co[a][i] == oi; break;
+              case step_kind::identity: ok = fk == R_ && tk == P_ && co[a][i] == oi; break;
+            }
+            if (ok) opt[a][nopt[a]++] = i;
+          }
           combos *= nopt[a] + 1;
         }
         for (long c = 1; c < combos; ++c) {  // c = 0 changes nothing
-          runtime_layout nxt = cur;
-          unsigned axes = 0;
+          int vi[SHARDCAST_MAX_AXES]{};  // the next state's candidate index per axis
+          int axes = 0;
           int v = u;
           long rem = c;
           for (int a = 0; a < n; ++a) {
+            vi[a] = ui[a];
             const int pick = static_cast<int>(rem % (nopt[a] + 1));
             rem /= nopt[a] + 1;
             if (pick == 0) continue;
-            const int ci = opt[a][pick - 1];
-            const int cur_i = (u / radix[a]) % ncand[a];
-            v += (ci - cur_i) * radix[a];
-            nxt[a] = cand[a][ci];
-            axes |= 1u << a;
+            vi[a] = opt[a][pick - 1];
+            v += (vi[a] - ui[a]) * radix[a];
+            axes |= 1 << a;
           }
-          const auto vi = static_cast<std::size_t>(v);
-          if (done[vi]) continue;
-          if (!detail::step_valid(k, axes, cur, nxt)) continue;
-          detail::cost nc = dist[static_cast<std::size_t>(u)];
-          if (is_collective(k)) {
-            const double N = detail::group_size(axes, shape, n);
-            // The same formulas as detail::step_cost, with the source's piece computed once per state.
-            switch (k) {
-              case step_kind::all_gather: nc.elements += (N - 1) * vol_cur; break;
-              case step_kind::reduce_scatter: nc.elements += (N - 1) * static_cast<double>(detail::max_volume(nxt, shape, ext, rank)); break;
-              case step_kind::all_reduce: nc.elements += 2.0 * (N - 1) / N * vol_cur; break;
-              default: nc.elements += detail::all_to_all_busiest(cur, nxt, shape, ext, rank); break;
+          detail::search_node& nv = node[v];
+          if (nv.done) continue;
+          bool valid = true;
+          // Nesting (detail::step_valid): an axis the step gathers, scatters, slices or
+          // pads must be innermost, among the axes the step leaves alone, for the dims it
+          // touches.
+          if (nests)
+            for (int a = 0; a < n && valid; ++a) {
+              if (!(axes >> a & 1)) continue;
+              const int later_kept = ~axes & ~((2 << a) - 1);
+              if (ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) valid = false;
+              if (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0) valid = false;
             }
-            nc.collectives += 1;
+          // Never pass through a layout with mixed reductions.
+          if (nops > 1) {
+            int seen = 0;
+            for (int a = 0; a < n; ++a)
+              if (ck[a][vi[a]] == P_) seen |= 1 << co[a][vi[a]];
+            valid = valid && seen != 3;
           }
-          nc.steps += 1;
-          if (!reached[vi] || nc < dist[vi]) {
-            reached[vi] = true;
-            dist[vi] = nc;
-            prev[vi] = u;
-            via[vi] = step{k, axes, op, cur, nxt};
-            heap.push(nc, v);
+          if (!valid) continue;
+          double elements = nu.elements;
+          int collectives = nu.collectives;
+          if (is_collective(k)) {
+            int group = 1;
+            for (int a = 0; a < n; ++a)
+              if (axes >> a & 1) group *= shape[a];
+            const double N = group;
+            switch (k) {
+              case step_kind::all_gather: elements += (N - 1) * vol_cur; break;
+              case step_kind::reduce_scatter: elements += (N - 1) * volume_of(v); break;
+              case step_kind::all_reduce: elements += 2.0 * (N - 1) / N * vol_cur; break;
+              default: {
+                // detail::all_to_all_busiest: its closed form when every axis has one
+                // size and the splits are even, else that function (it enumerates).
+                bool closed = uniform_mesh;
+                std::int64_t piece = 1, keep = 1;
+                bool disjoint_possible = false;
+                for (int d = 0; d < rank && closed; ++d) {
+                  int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
+                  int nf = 0, nt = 0;
+                  for (int a = 0; a < n; ++a) {
+                    if (ck[a][ui[a]] == S_ && cd[a][ui[a]] == d) fa[nf++] = a;
+                    if (ck[a][vi[a]] == S_ && cd[a][vi[a]] == d) ta[nt++] = a;
+                  }
+                  const int deep = nf > nt ? nf : nt;
+                  std::int64_t parts_f = 1, parts_deep = 1;
+                  for (int i = 0; i < deep; ++i) {
+                    if (i < nf) parts_f *= s0;
+                    parts_deep *= s0;
+                  }
+                  if (ext[d] % parts_deep != 0) {
+                    closed = false;
+                    break;
+                  }
+                  piece *= ext[d] / parts_f;
+                  keep *= ext[d] / parts_deep;
+                  for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s0 > 1);
+                }
+                if (closed) {
+                  elements += static_cast<double>(disjoint_possible ? piece : piece - keep);
+                } else {
+                  elements += detail::all_to_all_busiest(decode(u), decode(v), shape, ext, rank);
+                }
+                break;
+              }
+            }
+            collectives += 1;
+          }
+          const int steps = nu.steps + 1;
+          if (!nv.reached || detail::cost_less(elements, collectives, steps, nv.elements, nv.collectives, nv.steps)) {
+            nv.reached = true;
+            nv.elements = elements;
+            nv.collectives = collectives;
+            nv.steps = steps;
+            nv.prev = u;
+            nv.kind = k;
+            nv.axes = static_cast<unsigned>(axes);
+            nv.op = ops[oi];
+            sp.push(elements, collectives, steps, v);
           }
         }
       }
     }
   }
-  if (!reached[static_cast<std::size_t>(target)])
+  const detail::search_node& nt = node[target];
+  if (!nt.reached)
     throw layout_error("shardcast::make_plan: no plan from \"" + to_string(src) + "\" to \"" + to_string(dst) + "\"");
   plan p;
   p.src = src;
   p.dst = dst;
-  p.elements = dist[static_cast<std::size_t>(target)].elements;
-  p.collectives = dist[static_cast<std::size_t>(target)].collectives;
+  p.elements = nt.elements;
+  p.collectives = nt.collectives;
   int chain[max_plan_steps]{};
   int len = 0;
-  for (int s = target; s != 0; s = prev[static_cast<std::size_t>(s)]) {
+  for (int s = target; s != 0; s = node[s].prev) {
     if (len == max_plan_steps) throw layout_error("shardcast::make_plan: the plan needs more than max_plan_steps steps");
     chain[len++] = s;
   }
-  for (int i = 0; i < len; ++i) p.steps[i] = via[static_cast<std::size_t>(chain[len - 1 - i])];
+  for (int i = 0; i < len; ++i) {
+    const int s = chain[len - 1 - i];
+    step& st = p.steps[i];
+    st.kind = node[s].kind;
+    st.axes = node[s].axes;
+    st.op = node[s].op;
+    st.from = decode(node[s].prev);
+    st.to = decode(s);
+  }
   p.nsteps = len;
   return p;
 }
