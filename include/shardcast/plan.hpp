@@ -109,36 +109,6 @@ constexpr int group_size(unsigned axes, const int* shape, int naxes) {
   return n;
 }
 
-/// Is moving axes `axes` from `c` to `x` with a step of kind `k` valid under the nesting rules?
-constexpr bool step_valid(step_kind k, unsigned axes, const runtime_layout& c, const runtime_layout& x) {
-  if (!same_op_partials(x)) return false;  // never pass through a layout with mixed reductions
-  for (int a = 0; a < c.naxes; ++a) {
-    if (!(axes >> a & 1u)) continue;
-    int d1 = c[a].is_shard() ? c[a].dim : -1;
-    int d2 = x[a].is_shard() ? x[a].dim : -1;
-    if (k == step_kind::all_reduce || k == step_kind::identity) continue;
-    for (int b = a + 1; b < c.naxes; ++b) {
-      if (axes >> b & 1u) continue;
-      if ((d1 >= 0 && c[b].is_shard(d1)) || (d2 >= 0 && c[b].is_shard(d2))) return false;
-    }
-  }
-  return true;
-}
-
-/// Does axis placement c -> t form a move of kind k (with op `op` where it has one)?
-constexpr bool move_of(step_kind k, const placement_desc& c, const placement_desc& t, reduce_op op) {
-  switch (k) {
-    case step_kind::all_gather: return c.is_shard() && t.is_replicate();
-    case step_kind::reduce_scatter: return c.is_partial() && c.op == op && t.is_shard();
-    case step_kind::all_reduce: return c.is_partial() && c.op == op && t.is_replicate();
-    case step_kind::all_to_all: return c.is_shard() && t.is_shard() && c.dim != t.dim;
-    case step_kind::slice: return c.is_replicate() && t.is_shard();
-    case step_kind::pad: return c.is_shard() && t.is_partial() && t.op == op;
-    case step_kind::identity: return c.is_replicate() && t.is_partial() && t.op == op;
-  }
-  return false;
-}
-
 /// What the busiest rank sends in an all-to-all from `from` to `to`: the parts of its
 /// piece that the other members of its group hold afterwards. The members' target
 /// pieces are disjoint and cover the rank's piece, so that is the piece's volume minus
@@ -151,42 +121,58 @@ constexpr bool move_of(step_kind k, const placement_desc& c, const placement_des
 /// keeps nothing (and sends its whole piece) as soon as one dim's lists differ within
 /// their common prefix; otherwise every rank keeps the finer of the two intervals on
 /// every dim. Other meshes enumerate the coordinates of the axes that shard anything.
+/// The closed form above, on each axis' shard dim before and after (-1: not a shard).
+/// Returns false (and leaves `sent` alone) when it does not apply: axes that shard
+/// anything differ in size, or a split is uneven.
+constexpr bool all_to_all_closed_form(const int* from_dim, const int* to_dim, int n, const int* shape, const std::int64_t* ext, int rank,
+                                      double& sent) {
+  int s = 0;
+  for (int a = 0; a < n; ++a)
+    if (from_dim[a] >= 0 || to_dim[a] >= 0) {
+      if (s == 0) s = shape[a];
+      if (shape[a] != s) return false;
+    }
+  if (s == 0) {
+    sent = 0;
+    return true;
+  }
+  std::int64_t piece = 1, keep = 1;
+  bool disjoint_possible = false;
+  for (int d = 0; d < rank; ++d) {
+    int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
+    int nf = 0, nt = 0;
+    for (int a = 0; a < n; ++a) {
+      if (from_dim[a] == d) fa[nf++] = a;
+      if (to_dim[a] == d) ta[nt++] = a;
+    }
+    const int deep = nf > nt ? nf : nt;
+    std::int64_t parts_f = 1, parts_deep = 1;
+    for (int i = 0; i < deep; ++i) {
+      if (i < nf) parts_f *= s;
+      parts_deep *= s;
+    }
+    if (ext[d] % parts_deep != 0) return false;  // an uneven split: enumerate instead
+    piece *= ext[d] / parts_f;
+    keep *= ext[d] / parts_deep;
+    for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s > 1);
+  }
+  sent = static_cast<double>(disjoint_possible ? piece : piece - keep);
+  return true;
+}
+
 constexpr double all_to_all_busiest(const runtime_layout& from, const runtime_layout& to, const int* shape, const std::int64_t* ext,
                                     int rank) {
   const int n = from.naxes;
+  int from_dim[SHARDCAST_MAX_AXES]{}, to_dim[SHARDCAST_MAX_AXES]{};
   int rel[SHARDCAST_MAX_AXES]{};
-  int nrel = 0, s = 0;
-  bool uniform = true;
-  for (int a = 0; a < n; ++a)
-    if (from[a].is_shard() || to[a].is_shard()) {
-      rel[nrel++] = a;
-      if (s == 0) s = shape[a];
-      uniform = uniform && shape[a] == s;
-    }
-  if (nrel == 0) return 0;
-  if (uniform) {
-    std::int64_t piece = 1, keep = 1;
-    bool disjoint_possible = false;
-    for (int d = 0; d < rank && uniform; ++d) {
-      int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
-      int nf = 0, nt = 0;
-      for (int a = 0; a < n; ++a) {
-        if (from[a].is_shard(d)) fa[nf++] = a;
-        if (to[a].is_shard(d)) ta[nt++] = a;
-      }
-      const int deep = nf > nt ? nf : nt;
-      std::int64_t parts_f = 1, parts_deep = 1;
-      for (int i = 0; i < deep; ++i) {
-        if (i < nf) parts_f *= s;
-        parts_deep *= s;
-      }
-      if (ext[d] % parts_deep != 0) uniform = false;  // an uneven split: enumerate instead
-      piece *= ext[d] / parts_f;
-      keep *= ext[d] / parts_deep;
-      for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s > 1);
-    }
-    if (uniform) return static_cast<double>(disjoint_possible ? piece : piece - keep);
+  int nrel = 0;
+  for (int a = 0; a < n; ++a) {
+    from_dim[a] = from[a].is_shard() ? from[a].dim : -1;
+    to_dim[a] = to[a].is_shard() ? to[a].dim : -1;
+    if (from_dim[a] >= 0 || to_dim[a] >= 0) rel[nrel++] = a;
   }
+  double closed = 0;
+  if (all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, closed)) return closed;
   int coord[SHARDCAST_MAX_AXES]{};
   std::int64_t worst = 0;
   while (true) {
@@ -246,29 +232,20 @@ inline constexpr long max_full_search_states_static = 256;
 namespace detail {
 /// What the planner's search keeps per state (one intermediate layout).
 struct search_node {
-  double elements = 0;  ///< the cheapest cost found so far from the source (see `cost`)
-  int collectives = 0;
-  int steps = 0;
-  int prev = -1;        ///< the state it was reached from
+  cost dist;                 ///< the cheapest cost found so far from the source
+  int prev = -1;             ///< the state it was reached from
   bool reached = false, done = false;
   step_kind kind = step_kind::slice;  ///< the step from `prev`
   unsigned axes = 0;
   reduce_op op = reduce_op::sum;
-  double vol = -1;      ///< the largest piece of the state's layout, once computed
+  double vol = -1;           ///< the largest piece of the state's layout, once computed
 };
 
 /// An entry of the search's min-heap: a cost and the state it reaches.
 struct search_item {
-  double elements;
-  int collectives, steps, state;
+  cost c;
+  int state;
 };
-
-/// `cost::operator<` on the fields of two costs. The search's hot loop compares costs
-/// through this one function, whose body is the comparison itself.
-constexpr bool cost_less(double ae, int ac, int as, double be, int bc, int bs) {
-  const double eps = 1e-9 * (ae > be ? ae : be);
-  return ae < be - eps || (!(ae > be + eps) && (ac != bc ? ac < bc : as < bs));
-}
 
 /// The search's storage: one record per state and a binary min-heap of items, in arrays
 /// made with `new[]` (std::unique_ptr and std::vector cost far more to build and index
@@ -285,7 +262,7 @@ class search_space {
   }
 
   constexpr bool empty() const { return size_ == 0; }
-  constexpr void push(double e, int c, int s, int state) {
+  constexpr void push(const cost& c, int state) {
     if (size_ == cap_) {
       auto* bigger = new search_item[static_cast<std::size_t>(2 * cap_)];
       for (int i = 0; i < size_; ++i) bigger[i] = heap_[i];
@@ -294,15 +271,13 @@ class search_space {
       cap_ *= 2;
     }
     int i = size_++;
-    const search_item it{e, c, s, state};
     while (i > 0) {
       const int up = (i - 1) / 2;
-      const search_item& u = heap_[up];
-      if (!cost_less(e, c, s, u.elements, u.collectives, u.steps)) break;
+      if (!(c < heap_[up].c)) break;
       heap_[i] = heap_[up];
       i = up;
     }
-    heap_[i] = it;
+    heap_[i] = search_item{c, state};
   }
   /// Removes the cheapest item and returns its state (the last item moves to the root and
   /// sifts down).
@@ -313,8 +288,8 @@ class search_space {
     while (true) {
       const int l = 2 * i + 1, r = l + 1;
       int m = i;
-      if (l < size_ && cost_less(heap_[l].elements, heap_[l].collectives, heap_[l].steps, heap_[m].elements, heap_[m].collectives, heap_[m].steps)) m = l;
-      if (r < size_ && cost_less(heap_[r].elements, heap_[r].collectives, heap_[r].steps, heap_[m].elements, heap_[m].collectives, heap_[m].steps)) m = r;
+      if (l < size_ && heap_[l].c < heap_[m].c) m = l;
+      if (r < size_ && heap_[r].c < heap_[m].c) m = r;
       if (m == i) break;
       const search_item t = heap_[i];
       heap_[i] = heap_[m];
@@ -421,15 +396,11 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   for (int a = 0; a < n; ++a)
     for (int i = 0; i < ncand[a]; ++i)
       if (cand[a][i] == dst[a]) target += i * radix[a];
-  // The mesh is uniform for all_to_all costs when every axis has one size.
-  const int s0 = shape[0];
-  bool uniform_mesh = true;
-  for (int a = 1; a < n; ++a) uniform_mesh = uniform_mesh && shape[a] == s0;
 
   detail::search_space sp(nstates);
   detail::search_node* node = sp.node;
   node[0].reached = true;
-  sp.push(0, 0, 0, 0);
+  sp.push(detail::cost{}, 0);
 
   while (!sp.empty()) {
     const int u = sp.pop();
@@ -467,7 +438,9 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
       const bool has_op = k == step_kind::reduce_scatter || k == step_kind::all_reduce || k == step_kind::pad || k == step_kind::identity;
       const bool nests = k != step_kind::all_reduce && k != step_kind::identity;
       for (int oi = 0; oi < (has_op ? nops : 1); ++oi) {
-        // Per axis, the candidate indices this kind of move can reach (detail::move_of).
+        // Per axis, the candidate indices this kind of move can reach: all_gather S -> R,
+        // reduce_scatter P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with
+        // c != d, slice R -> S, pad S -> P(op), identity R -> P(op).
         int opt[SHARDCAST_MAX_AXES][max_cand]{};
         int nopt[SHARDCAST_MAX_AXES]{};
         long combos = 1;
@@ -506,9 +479,8 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           detail::search_node& nv = node[v];
           if (nv.done) continue;
           bool valid = true;
-          // Nesting (detail::step_valid): an axis the step gathers, scatters, slices or
-          // pads must be innermost, among the axes the step leaves alone, for the dims it
-          // touches.
+          // Nesting: an axis the step gathers, scatters, slices, pads or all-to-alls must be
+          // innermost, among the axes the step leaves alone, for the dims it touches.
           if (nests)
             for (int a = 0; a < n && valid; ++a) {
               if (!(axes >> a & 1)) continue;
@@ -524,65 +496,40 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             valid = valid && seen != 3;
           }
           if (!valid) continue;
-          double elements = nu.elements;
-          int collectives = nu.collectives;
+          detail::cost nc = nu.dist;
           if (is_collective(k)) {
             int group = 1;
             for (int a = 0; a < n; ++a)
               if (axes >> a & 1) group *= shape[a];
             const double N = group;
             switch (k) {
-              case step_kind::all_gather: elements += (N - 1) * vol_cur; break;
-              case step_kind::reduce_scatter: elements += (N - 1) * volume_of(v); break;
-              case step_kind::all_reduce: elements += 2.0 * (N - 1) / N * vol_cur; break;
-              default: {
-                // detail::all_to_all_busiest: its closed form when every axis has one
-                // size and the splits are even, else that function (it enumerates).
-                bool closed = uniform_mesh;
-                std::int64_t piece = 1, keep = 1;
-                bool disjoint_possible = false;
-                for (int d = 0; d < rank && closed; ++d) {
-                  int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
-                  int nf = 0, nt = 0;
-                  for (int a = 0; a < n; ++a) {
-                    if (ck[a][ui[a]] == S_ && cd[a][ui[a]] == d) fa[nf++] = a;
-                    if (ck[a][vi[a]] == S_ && cd[a][vi[a]] == d) ta[nt++] = a;
-                  }
-                  const int deep = nf > nt ? nf : nt;
-                  std::int64_t parts_f = 1, parts_deep = 1;
-                  for (int i = 0; i < deep; ++i) {
-                    if (i < nf) parts_f *= s0;
-                    parts_deep *= s0;
-                  }
-                  if (ext[d] % parts_deep != 0) {
-                    closed = false;
-                    break;
-                  }
-                  piece *= ext[d] / parts_f;
-                  keep *= ext[d] / parts_deep;
-                  for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s0 > 1);
+              case step_kind::all_gather: nc.elements += (N - 1) * vol_cur; break;
+              case step_kind::reduce_scatter: nc.elements += (N - 1) * volume_of(v); break;
+              case step_kind::all_reduce: nc.elements += 2.0 * (N - 1) / N * vol_cur; break;
+              default: {  // detail::all_to_all_busiest: its closed form here, else that function
+                int from_dim[SHARDCAST_MAX_AXES]{}, to_dim[SHARDCAST_MAX_AXES]{};
+                for (int a = 0; a < n; ++a) {
+                  from_dim[a] = ck[a][ui[a]] == S_ ? cd[a][ui[a]] : -1;
+                  to_dim[a] = ck[a][vi[a]] == S_ ? cd[a][vi[a]] : -1;
                 }
-                if (closed) {
-                  elements += static_cast<double>(disjoint_possible ? piece : piece - keep);
-                } else {
-                  elements += detail::all_to_all_busiest(decode(u), decode(v), shape, ext, rank);
-                }
+                double sent = 0;
+                if (!detail::all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, sent))
+                  sent = detail::all_to_all_busiest(decode(u), decode(v), shape, ext, rank);
+                nc.elements += sent;
                 break;
               }
             }
-            collectives += 1;
+            nc.collectives += 1;
           }
-          const int steps = nu.steps + 1;
-          if (!nv.reached || detail::cost_less(elements, collectives, steps, nv.elements, nv.collectives, nv.steps)) {
+          nc.steps += 1;
+          if (!nv.reached || nc < nv.dist) {
             nv.reached = true;
-            nv.elements = elements;
-            nv.collectives = collectives;
-            nv.steps = steps;
+            nv.dist = nc;
             nv.prev = u;
             nv.kind = k;
             nv.axes = static_cast<unsigned>(axes);
             nv.op = ops[oi];
-            sp.push(elements, collectives, steps, v);
+            sp.push(nc, v);
           }
         }
       }
@@ -594,8 +541,8 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   plan p;
   p.src = src;
   p.dst = dst;
-  p.elements = nt.elements;
-  p.collectives = nt.collectives;
+  p.elements = nt.dist.elements;
+  p.collectives = nt.dist.collectives;
   int chain[max_plan_steps]{};
   int len = 0;
   for (int s = target; s != 0; s = node[s].prev) {
