@@ -160,34 +160,106 @@ constexpr bool all_to_all_closed_form(const int* from_dim, const int* to_dim, in
   return true;
 }
 
+/// What the busiest rank sends in an all-to-all, by enumeration over every combination of
+/// the coordinates of the axes that shard anything: exact on any mesh, for any extents.
+/// Each dim's intervals before and after are tabulated once, per combination of the
+/// coordinates of the axes that shard that dim (mixed radix, the first axis most
+/// significant, as they nest), so each rank costs a few multiply-adds per axis and per dim.
+constexpr double all_to_all_enumerate(const int* from_dim, const int* to_dim, int n, const int* shape, const std::int64_t* ext, int rank) {
+  int base[2][SHARDCAST_MAX_RANK]{};  // per side (0 before, 1 after) and dim: where its table starts
+  int total = 0;
+  for (int side = 0; side < 2; ++side) {
+    const int* dim = side ? to_dim : from_dim;
+    for (int d = 0; d < rank; ++d) {
+      int m = 1;
+      for (int a = 0; a < n; ++a)
+        if (dim[a] == d) m *= shape[a];
+      base[side][d] = total;
+      total += m;
+    }
+  }
+  auto* off = new std::int64_t[static_cast<std::size_t>(total)];
+  auto* len = new std::int64_t[static_cast<std::size_t>(total)];
+  for (int side = 0; side < 2; ++side) {
+    const int* dim = side ? to_dim : from_dim;
+    for (int d = 0; d < rank; ++d) {
+      std::int64_t* o = off + base[side][d];
+      std::int64_t* l = len + base[side][d];
+      o[0] = 0;
+      l[0] = ext[d];
+      int m = 1;
+      for (int a = 0; a < n; ++a) {
+        if (dim[a] != d) continue;
+        const int s = shape[a];
+        for (int i = m - 1; i >= 0; --i) {  // entry i becomes entries i*s .. i*s+s-1 (from the back: in place)
+          const std::int64_t oi = o[i], li = l[i];
+          for (int c = s - 1; c >= 0; --c) {
+            o[i * s + c] = oi + split_offset(li, s, c);
+            l[i * s + c] = split_size(li, s, c);
+          }
+        }
+        m *= s;
+      }
+    }
+  }
+  // An axis' coordinate moves its dim's table index by its stride: the product of the
+  // sizes of the later axes sharding the same dim. The odometer keeps the indices.
+  int rel[SHARDCAST_MAX_AXES]{}, coord[SHARDCAST_MAX_AXES]{}, fs[SHARDCAST_MAX_AXES]{}, ts[SHARDCAST_MAX_AXES]{};
+  int nrel = 0;
+  for (int a = 0; a < n; ++a) {
+    if (from_dim[a] < 0 && to_dim[a] < 0) continue;
+    rel[nrel++] = a;
+    fs[a] = ts[a] = 1;
+    for (int b = a + 1; b < n; ++b) {
+      if (from_dim[a] >= 0 && from_dim[b] == from_dim[a]) fs[a] *= shape[b];
+      if (to_dim[a] >= 0 && to_dim[b] == to_dim[a]) ts[a] *= shape[b];
+    }
+  }
+  int fi[SHARDCAST_MAX_RANK]{}, ti[SHARDCAST_MAX_RANK]{};
+  for (int d = 0; d < rank; ++d) fi[d] = base[0][d], ti[d] = base[1][d];
+  std::int64_t worst = 0;
+  while (true) {
+    std::int64_t piece = 1, keep = 1;
+    for (int d = 0; d < rank; ++d) {
+      const int f = fi[d], t = ti[d];
+      piece *= len[f];
+      const std::int64_t lo = off[f] > off[t] ? off[f] : off[t];
+      const std::int64_t hi = off[f] + len[f] < off[t] + len[t] ? off[f] + len[f] : off[t] + len[t];
+      keep *= hi > lo ? hi - lo : 0;
+    }
+    worst = piece - keep > worst ? piece - keep : worst;
+    int i = nrel - 1;  // odometer over the axes that shard anything
+    for (; i >= 0; --i) {
+      const int a = rel[i], fd = from_dim[a], td = to_dim[a];
+      if (++coord[a] < shape[a]) {
+        if (fd >= 0) fi[fd] += fs[a];
+        if (td >= 0) ti[td] += ts[a];
+        break;
+      }
+      coord[a] = 0;
+      if (fd >= 0) fi[fd] -= (shape[a] - 1) * fs[a];
+      if (td >= 0) ti[td] -= (shape[a] - 1) * ts[a];
+    }
+    if (i < 0) break;
+  }
+  delete[] off;
+  delete[] len;
+  return static_cast<double>(worst);
+}
+
+/// What the busiest rank sends in an all-to-all from `from` to `to`: the closed form when
+/// it applies, else the enumeration.
 constexpr double all_to_all_busiest(const runtime_layout& from, const runtime_layout& to, const int* shape, const std::int64_t* ext,
                                     int rank) {
   const int n = from.naxes;
   int from_dim[SHARDCAST_MAX_AXES]{}, to_dim[SHARDCAST_MAX_AXES]{};
-  int rel[SHARDCAST_MAX_AXES]{};
-  int nrel = 0;
   for (int a = 0; a < n; ++a) {
     from_dim[a] = from[a].is_shard() ? from[a].dim : -1;
     to_dim[a] = to[a].is_shard() ? to[a].dim : -1;
-    if (from_dim[a] >= 0 || to_dim[a] >= 0) rel[nrel++] = a;
   }
   double closed = 0;
   if (all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, closed)) return closed;
-  int coord[SHARDCAST_MAX_AXES]{};
-  std::int64_t worst = 0;
-  while (true) {
-    const box f = local_box(from, shape, coord, ext, rank);
-    const box t = local_box(to, shape, coord, ext, rank);
-    const std::int64_t sent = f.volume() - intersect(f, t).volume();
-    worst = sent > worst ? sent : worst;
-    int i = nrel - 1;  // odometer over the relevant axes
-    for (; i >= 0; --i) {
-      if (++coord[rel[i]] < shape[rel[i]]) break;
-      coord[rel[i]] = 0;
-    }
-    if (i < 0) break;
-  }
-  return static_cast<double>(worst);
+  return all_to_all_enumerate(from_dim, to_dim, n, shape, ext, rank);
 }
 
 /// Elements sent by the busiest rank in a step (padding of uneven pieces included):
@@ -506,15 +578,35 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
               case step_kind::all_gather: nc.elements += (N - 1) * vol_cur; break;
               case step_kind::reduce_scatter: nc.elements += (N - 1) * volume_of(v); break;
               case step_kind::all_reduce: nc.elements += 2.0 * (N - 1) / N * vol_cur; break;
-              default: {  // detail::all_to_all_busiest: its closed form here, else that function
+              default: {  // detail::all_to_all_busiest, written out
                 int from_dim[SHARDCAST_MAX_AXES]{}, to_dim[SHARDCAST_MAX_AXES]{};
                 for (int a = 0; a < n; ++a) {
                   from_dim[a] = ck[a][ui[a]] == S_ ? cd[a][ui[a]] : -1;
                   to_dim[a] = ck[a][vi[a]] == S_ ? cd[a][vi[a]] : -1;
                 }
                 double sent = 0;
-                if (!detail::all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, sent))
-                  sent = detail::all_to_all_busiest(decode(u), decode(v), shape, ext, rank);
+                if (!detail::all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, sent)) {
+                  // Before enumerating: what the rank at coordinates 0 sends is a lower bound
+                  // (its pieces both start at index 0, so they overlap in the smaller extent
+                  // per dim), and when even that cannot make v cheaper, neither can the
+                  // exact figure. The plan found is the same; this only skips the work.
+                  if (nv.reached) {
+                    std::int64_t ef[SHARDCAST_MAX_RANK]{}, et[SHARDCAST_MAX_RANK]{};
+                    for (int d = 0; d < rank; ++d) ef[d] = et[d] = ext[d];
+                    for (int a = 0; a < n; ++a) {
+                      if (from_dim[a] >= 0) ef[from_dim[a]] = ef[from_dim[a]] / shape[a] + (ef[from_dim[a]] % shape[a] != 0 ? 1 : 0);
+                      if (to_dim[a] >= 0) et[to_dim[a]] = et[to_dim[a]] / shape[a] + (et[to_dim[a]] % shape[a] != 0 ? 1 : 0);
+                    }
+                    std::int64_t keep = 1;
+                    for (int d = 0; d < rank; ++d) keep *= ef[d] < et[d] ? ef[d] : et[d];
+                    detail::cost bound = nc;
+                    bound.elements += vol_cur - static_cast<double>(keep);
+                    bound.collectives += 1;
+                    bound.steps += 1;
+                    if (!(bound < nv.dist)) continue;
+                  }
+                  sent = detail::all_to_all_enumerate(from_dim, to_dim, n, shape, ext, rank);
+                }
                 nc.elements += sent;
                 break;
               }
