@@ -183,6 +183,22 @@ static void runtime_plan_4axis_rank3(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(sc::make_plan(a, b, shape, ext3));
 }
 
+// Meshes whose axes differ in size, with uneven extents: the all-to-alls are counted rank by
+// rank. A rank-4 tensor on 4 axes (6^4 = 1296 layouts) and a rank-2 tensor on 6 axes
+// (4^6 = 4096 layouts, the largest space searched in full).
+static void runtime_plan_4axis_rank4(benchmark::State& st) {
+  const auto a = sc::runtime_layout::parse("S(0),S(1),P(sum),S(3)"), b = sc::runtime_layout::parse("S(3),S(2),S(0),P(sum)");
+  const std::array<int, 4> shape{2, 3, 4, 2};
+  const std::array<std::int64_t, 4> ext4{30, 20, 14, 9};
+  for (auto _ : st) benchmark::DoNotOptimize(sc::make_plan(a, b, shape, ext4));
+}
+static void runtime_plan_6axis(benchmark::State& st) {
+  const auto a = sc::runtime_layout::parse("S(0),S(1),P(sum),R,S(0),S(1)"), b = sc::runtime_layout::parse("S(1),R,S(0),P(sum),S(1),S(0)");
+  const std::array<int, 6> shape{2, 3, 2, 4, 2, 3};
+  const std::array<std::int64_t, 2> ext2{100, 90};
+  for (auto _ : st) benchmark::DoNotOptimize(sc::make_plan(a, b, shape, ext2));
+}
+
 static std::map<std::string, double> g_cpu_ns;
 
 /// Collects each run's real and CPU time per iteration so main() can print the ratios
@@ -237,6 +253,8 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("runtime_plan_3axis", runtime_plan_3axis);
   benchmark::RegisterBenchmark("runtime_plan_4axis", runtime_plan_4axis);
   benchmark::RegisterBenchmark("runtime_plan_4axis_rank3", runtime_plan_4axis_rank3);
+  benchmark::RegisterBenchmark("runtime_plan_4axis_rank4", runtime_plan_4axis_rank4);
+  benchmark::RegisterBenchmark("runtime_plan_6axis", runtime_plan_6axis);
   benchmark::Initialize(&argc, argv);
   ratio_reporter rep;
   benchmark::RunSpecifiedBenchmarks(&rep);

@@ -515,7 +515,6 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
         // c != d, slice R -> S, pad S -> P(op), identity R -> P(op).
         int opt[SHARDCAST_MAX_AXES][max_cand]{};
         int nopt[SHARDCAST_MAX_AXES]{};
-        long combos = 1;
         for (int a = 0; a < n; ++a) {
           const int fk = ck[a][ui[a]], fd = cd[a][ui[a]], fo = co[a][ui[a]];
           for (int i = 0; i < ncand[a]; ++i) {
@@ -532,22 +531,36 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             }
             if (ok) opt[a][nopt[a]++] = i;
           }
-          combos *= nopt[a] + 1;
         }
-        for (long c = 1; c < combos; ++c) {  // c = 0 changes nothing
-          int vi[SHARDCAST_MAX_AXES]{};  // the next state's candidate index per axis
-          int axes = 0;
-          int v = u;
-          long rem = c;
-          for (int a = 0; a < n; ++a) {
+        // Every combination of one option or none per axis, but none on every axis: an
+        // odometer over the axes with options, the first fastest, which keeps the next
+        // state's candidate indices `vi`, its number `v` and the changed `axes`.
+        int mv[SHARDCAST_MAX_AXES]{};
+        int nmv = 0;
+        for (int a = 0; a < n; ++a)
+          if (nopt[a] > 0) mv[nmv++] = a;
+        int pick[SHARDCAST_MAX_AXES]{};  // per axis: 0 unchanged, else 1 + its option
+        int vi[SHARDCAST_MAX_AXES]{};  // the next state's candidate index per axis
+        for (int a = 0; a < n; ++a) vi[a] = ui[a];
+        int axes = 0;
+        int v = u;
+        while (true) {
+          int j = 0;
+          for (; j < nmv; ++j) {
+            const int a = mv[j];
+            if (pick[a] < nopt[a]) {
+              const int next = opt[a][pick[a]++];
+              v += (next - vi[a]) * radix[a];
+              vi[a] = next;
+              axes |= 1 << a;
+              break;
+            }
+            v += (ui[a] - vi[a]) * radix[a];
             vi[a] = ui[a];
-            const int pick = static_cast<int>(rem % (nopt[a] + 1));
-            rem /= nopt[a] + 1;
-            if (pick == 0) continue;
-            vi[a] = opt[a][pick - 1];
-            v += (vi[a] - ui[a]) * radix[a];
-            axes |= 1 << a;
+            pick[a] = 0;
+            axes &= ~(1 << a);
           }
+          if (j == nmv) break;
           detail::search_node& nv = node[v];
           if (nv.done) continue;
           bool valid = true;
