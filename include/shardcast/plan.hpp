@@ -28,6 +28,7 @@
 /// tests/host/test_plan_table.cpp checks the choice for every layout pair against an
 /// independent brute-force search and the predicted bytes against a counting communicator.
 
+#include <bit>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -324,12 +325,14 @@ struct search_item {
 /// during constant evaluation, which runs every static redistribute's planning).
 class search_space {
  public:
-  constexpr explicit search_space(int nstates)
-      : node(new search_node[static_cast<std::size_t>(nstates)]{}), heap_(new search_item[static_cast<std::size_t>(nstates)]), cap_(nstates) {}
+  constexpr search_space(int nstates, int nreach)
+      : node(new search_node[static_cast<std::size_t>(nstates)]{}), reach(new unsigned[static_cast<std::size_t>(nreach)]),
+        heap_(new search_item[static_cast<std::size_t>(nstates)]), cap_(nstates) {}
   search_space(const search_space&) = delete;
   search_space& operator=(const search_space&) = delete;
   constexpr ~search_space() {
     delete[] node;
+    delete[] reach;
     delete[] heap_;
   }
 
@@ -372,6 +375,7 @@ class search_space {
   }
 
   search_node* node;  ///< per state
+  unsigned* reach;    ///< per axis, candidate and kind of move: the candidates it reaches (make_plan)
 
  private:
   search_item* heap_;
@@ -469,7 +473,38 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
     for (int i = 0; i < ncand[a]; ++i)
       if (cand[a][i] == dst[a]) target += i * radix[a];
 
-  detail::search_space sp(nstates);
+  // Per axis, candidate and kind of move (step kind kk, op index oi: entry kk * 2 + oi),
+  // the candidates the move reaches, as a bit set: all_gather S -> R, reduce_scatter
+  // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with c != d, slice R -> S,
+  // pad S -> P(op), identity R -> P(op). Made once; every state the search visits reads it.
+  detail::search_space sp(nstates, n * max_cand * 14);
+  unsigned* reach = sp.reach;
+  unsigned moves[SHARDCAST_MAX_AXES * max_cand]{};  // per axis and candidate: the kinds of move (bit kk * 2 + oi) that change it
+  for (int a = 0; a < n; ++a)
+    for (int f = 0; f < ncand[a]; ++f) {
+      const int fk = ck[a][f], fd = cd[a][f], fo = co[a][f];
+      for (int kk = 0; kk < 7; ++kk)
+        for (int oi = 0; oi < nops; ++oi) {
+          unsigned m = 0;
+          for (int i = 0; i < ncand[a]; ++i) {
+            const int tk = ck[a][i];
+            bool ok = false;
+            switch (static_cast<step_kind>(kk)) {
+              case step_kind::all_gather: ok = fk == S_ && tk == R_; break;
+              case step_kind::reduce_scatter: ok = fk == P_ && fo == oi && tk == S_; break;
+              case step_kind::all_reduce: ok = fk == P_ && fo == oi && tk == R_; break;
+              case step_kind::all_to_all: ok = fk == S_ && tk == S_ && fd != cd[a][i]; break;
+              case step_kind::slice: ok = fk == R_ && tk == S_; break;
+              case step_kind::pad: ok = fk == S_ && tk == P_ && co[a][i] == oi; break;
+              case step_kind::identity: ok = fk == R_ && tk == P_ && co[a][i] == oi; break;
+            }
+            if (ok) m |= 1u << i;
+          }
+          reach[(a * max_cand + f) * 14 + kk * 2 + oi] = m;
+          if (m != 0) moves[a * max_cand + f] |= 1u << (kk * 2 + oi);
+        }
+    }
+
   detail::search_node* node = sp.node;
   node[0].reached = true;
   sp.push(detail::cost{}, 0);
@@ -505,43 +540,35 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
       return ns.vol;
     };
     const double vol_cur = volume_of(u);
+    // The odometer below leaves these as they were (the state u) when it has run through.
+    int pick[SHARDCAST_MAX_AXES]{};  // per axis: 0 unchanged, else 1 + its option
+    int vi[SHARDCAST_MAX_AXES]{};  // the next state's candidate index per axis
+    unsigned any_moves = 0;  // the kinds of move that change some axis of u
+    for (int a = 0; a < n; ++a) {
+      vi[a] = ui[a];
+      any_moves |= moves[a * max_cand + ui[a]];
+    }
     for (int kk = 0; kk < 7; ++kk) {
       const auto k = static_cast<step_kind>(kk);
       const bool has_op = k == step_kind::reduce_scatter || k == step_kind::all_reduce || k == step_kind::pad || k == step_kind::identity;
       const bool nests = k != step_kind::all_reduce && k != step_kind::identity;
+      const bool collective = is_collective(k);
       for (int oi = 0; oi < (has_op ? nops : 1); ++oi) {
-        // Per axis, the candidate indices this kind of move can reach: all_gather S -> R,
-        // reduce_scatter P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with
-        // c != d, slice R -> S, pad S -> P(op), identity R -> P(op).
+        if (!(any_moves >> (kk * 2 + oi) & 1u)) continue;
+        // Per axis that this move can change (mv), the candidates it reaches (opt).
         int opt[SHARDCAST_MAX_AXES][max_cand]{};
         int nopt[SHARDCAST_MAX_AXES]{};
+        int mv[SHARDCAST_MAX_AXES]{};
+        int nmv = 0;
         for (int a = 0; a < n; ++a) {
-          const int fk = ck[a][ui[a]], fd = cd[a][ui[a]], fo = co[a][ui[a]];
-          for (int i = 0; i < ncand[a]; ++i) {
-            const int tk = ck[a][i];
-            bool ok = false;
-            switch (k) {
-              case step_kind::all_gather: ok = fk == S_ && tk == R_; break;
-              case step_kind::reduce_scatter: ok = fk == P_ && fo == oi && tk == S_; break;
-              case step_kind::all_reduce: ok = fk == P_ && fo == oi && tk == R_; break;
-              case step_kind::all_to_all: ok = fk == S_ && tk == S_ && fd != cd[a][i]; break;
-              case step_kind::slice: ok = fk == R_ && tk == S_; break;
-              case step_kind::pad: ok = fk == S_ && tk == P_ && co[a][i] == oi; break;
-              case step_kind::identity: ok = fk == R_ && tk == P_ && co[a][i] == oi; break;
-            }
-            if (ok) opt[a][nopt[a]++] = i;
-          }
+          unsigned m = reach[(a * max_cand + ui[a]) * 14 + kk * 2 + oi];
+          if (m == 0) continue;
+          mv[nmv++] = a;
+          for (; m != 0; m &= m - 1) opt[a][nopt[a]++] = std::countr_zero(m);
         }
         // Every combination of one option or none per axis, but none on every axis: an
         // odometer over the axes with options, the first fastest, which keeps the next
         // state's candidate indices `vi`, its number `v` and the changed `axes`.
-        int mv[SHARDCAST_MAX_AXES]{};
-        int nmv = 0;
-        for (int a = 0; a < n; ++a)
-          if (nopt[a] > 0) mv[nmv++] = a;
-        int pick[SHARDCAST_MAX_AXES]{};  // per axis: 0 unchanged, else 1 + its option
-        int vi[SHARDCAST_MAX_AXES]{};  // the next state's candidate index per axis
-        for (int a = 0; a < n; ++a) vi[a] = ui[a];
         int axes = 0;
         int v = u;
         while (true) {
@@ -567,11 +594,10 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           // Nesting: an axis the step gathers, scatters, slices, pads or all-to-alls must be
           // innermost, among the axes the step leaves alone, for the dims it touches.
           if (nests)
-            for (int a = 0; a < n && valid; ++a) {
-              if (!(axes >> a & 1)) continue;
-              const int later_kept = ~axes & ~((2 << a) - 1);
-              if (ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) valid = false;
-              if (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0) valid = false;
+            for (int q = 0; q < nmv && valid; ++q) {
+              const int a = mv[q], later_kept = ~axes & ~((2 << a) - 1);
+              valid = pick[a] == 0 || !((ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) ||
+                                        (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0));
             }
           // Never pass through a layout with mixed reductions.
           if (nops > 1) {
@@ -581,8 +607,8 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             valid = valid && seen != 3;
           }
           if (!valid) continue;
-          detail::cost nc = nu.dist;
-          if (is_collective(k)) {
+          detail::cost nc{nu.dist.elements, nu.dist.collectives, nu.dist.steps + 1};
+          if (collective) {
             int group = 1;
             for (int a = 0; a < n; ++a)
               if (axes >> a & 1) group *= shape[a];
@@ -612,11 +638,10 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
                     }
                     std::int64_t keep = 1;
                     for (int d = 0; d < rank; ++d) keep *= ef[d] < et[d] ? ef[d] : et[d];
-                    detail::cost bound = nc;
-                    bound.elements += vol_cur - static_cast<double>(keep);
-                    bound.collectives += 1;
-                    bound.steps += 1;
-                    if (!(bound < nv.dist)) continue;
+                    detail::cost least = nc;
+                    least.elements += vol_cur - static_cast<double>(keep);
+                    least.collectives += 1;  // (nc counts this step already)
+                    if (!(least < nv.dist)) continue;
                   }
                   sent = detail::all_to_all_enumerate(from_dim, to_dim, n, shape, ext, rank);
                 }
@@ -626,14 +651,8 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             }
             nc.collectives += 1;
           }
-          nc.steps += 1;
           if (!nv.reached || nc < nv.dist) {
-            nv.reached = true;
-            nv.dist = nc;
-            nv.prev = u;
-            nv.kind = k;
-            nv.axes = static_cast<unsigned>(axes);
-            nv.op = ops[oi];
+            nv = detail::search_node{nc, u, true, false, k, static_cast<unsigned>(axes), ops[oi], nv.vol};  // (one statement: cheaper in constant evaluation)
             sp.push(nc, v);
           }
         }
