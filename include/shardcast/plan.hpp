@@ -640,7 +640,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
                     for (int d = 0; d < rank; ++d) keep *= ef[d] < et[d] ? ef[d] : et[d];
                     detail::cost least = nc;
                     least.elements += vol_cur - static_cast<double>(keep);
-                    least.collectives += 1;  // (nc counts this step already)
+                    least.collectives += 1;  // (the collective; nc counts the step already)
                     if (!(least < nv.dist)) continue;
                   }
                   sent = detail::all_to_all_enumerate(from_dim, to_dim, n, shape, ext, rank);
