@@ -248,6 +248,24 @@ constexpr double all_to_all_enumerate(const int* from_dim, const int* to_dim, in
   return static_cast<double>(worst);
 }
 
+/// What the rank at coordinates 0 sends in an all-to-all: a lower bound on what the
+/// busiest rank sends, cheap because its pieces before and after both start at index 0
+/// and so overlap in the smaller extent per dim (part 0 of every split).
+constexpr double all_to_all_rank0(const int* from_dim, const int* to_dim, int n, const int* shape, const std::int64_t* ext, int rank) {
+  std::int64_t ef[SHARDCAST_MAX_RANK]{}, et[SHARDCAST_MAX_RANK]{};
+  for (int d = 0; d < rank; ++d) ef[d] = et[d] = ext[d];
+  for (int a = 0; a < n; ++a) {
+    if (from_dim[a] >= 0) ef[from_dim[a]] = split_size(ef[from_dim[a]], shape[a], 0);
+    if (to_dim[a] >= 0) et[to_dim[a]] = split_size(et[to_dim[a]], shape[a], 0);
+  }
+  std::int64_t piece = 1, keep = 1;
+  for (int d = 0; d < rank; ++d) {
+    piece *= ef[d];
+    keep *= ef[d] < et[d] ? ef[d] : et[d];
+  }
+  return static_cast<double>(piece - keep);
+}
+
 /// What the busiest rank sends in an all-to-all from `from` to `to`: the closed form when
 /// it applies, else the enumeration.
 constexpr double all_to_all_busiest(const runtime_layout& from, const runtime_layout& to, const int* shape, const std::int64_t* ext,
@@ -625,21 +643,12 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
                 }
                 double sent = 0;
                 if (!detail::all_to_all_closed_form(from_dim, to_dim, n, shape, ext, rank, sent)) {
-                  // Before enumerating: what the rank at coordinates 0 sends is a lower bound
-                  // (its pieces both start at index 0, so they overlap in the smaller extent
-                  // per dim), and when even that cannot make v cheaper, neither can the
-                  // exact figure. The plan found is the same; this only skips the work.
+                  // Before enumerating: when even the lower bound cannot make v cheaper,
+                  // neither can the exact figure. The plan found is the same; this only
+                  // skips the work.
                   if (nv.reached) {
-                    std::int64_t ef[SHARDCAST_MAX_RANK]{}, et[SHARDCAST_MAX_RANK]{};
-                    for (int d = 0; d < rank; ++d) ef[d] = et[d] = ext[d];
-                    for (int a = 0; a < n; ++a) {
-                      if (from_dim[a] >= 0) ef[from_dim[a]] = ef[from_dim[a]] / shape[a] + (ef[from_dim[a]] % shape[a] != 0 ? 1 : 0);
-                      if (to_dim[a] >= 0) et[to_dim[a]] = et[to_dim[a]] / shape[a] + (et[to_dim[a]] % shape[a] != 0 ? 1 : 0);
-                    }
-                    std::int64_t keep = 1;
-                    for (int d = 0; d < rank; ++d) keep *= ef[d] < et[d] ? ef[d] : et[d];
                     detail::cost least = nc;
-                    least.elements += vol_cur - static_cast<double>(keep);
+                    least.elements += detail::all_to_all_rank0(from_dim, to_dim, n, shape, ext, rank);
                     least.collectives += 1;  // (the collective; nc counts the step already)
                     if (!(least < nv.dist)) continue;
                   }
