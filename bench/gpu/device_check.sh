@@ -3,7 +3,8 @@
 # gpu-labelled tests and the device benchmarks, run the tests (ctest -L gpu), the kernel
 # benchmarks (bench_kernels at 256 and 512 MiB) and shardcast-bench on the device backends
 # (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank; two whole redistributes on 4 p2p
-# ranks).
+# ranks), then, with what is left of the time, the kernel and p2p tests under
+# compute-sanitizer's memcheck.
 #
 #   bench/gpu/device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]
 #
@@ -19,6 +20,12 @@
 # what is left, and a step that runs out is stopped and reported, so the logs always come back.
 # A build error stops only what depends on it: the build goes on with the other targets
 # (ninja -k 0) and every step still runs.
+# SHARDCAST_PREBUILT=DIR: DIR holds the programs already built elsewhere with the same
+# toolkit (sm_90), side by side: the gpu test binaries, cudahost_index_math_test,
+# bench_kernels and shardcast-bench (bench/gpu/prebuild.sh makes such a folder). Configure
+# and build are skipped and each test binary runs as a step of its own (tests.log holds their
+# output); the CUDA runtime, cuBLAS and NCCL are looked up in the toolkit and in Python's
+# nvidia-* packages. If a program cannot be loaded (ldd: not found), the script builds here.
 # Exit status: 0 when every step passed, 1 otherwise (see OUTDIR/summary.log).
 set -uo pipefail
 out=${1:?usage: device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]}
@@ -40,7 +47,7 @@ summary="$out/summary.log"
 : > "$summary"
 rc=0
 pack_logs() {
-  for f in ctest.log bench_kernels.log; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$out/"; done
+  for f in ctest.log tests.log bench_kernels.log; do [[ -f "$logs/$f" ]] && cp "$logs/$f" "$out/"; done
   tar czf "$out/logs.tgz" -C "$logs" . 2>/dev/null
 }
 trap pack_logs EXIT
@@ -75,32 +82,70 @@ step() {
 
 { date -u; nvidia-smi || true; nvcc --version || true; nproc; } > "$out/machine.log" 2>&1
 
-args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_BUILD_EXAMPLES=OFF
-      -DSHARDCAST_BUILD_TESTS=ON -DSHARDCAST_BUILD_BENCH=ON)
-[[ -n "$doctest" ]] && args+=(-DSHARDCAST_DOCTEST_INCLUDE_DIR="$doctest")
-nccl_root=${SHARDCAST_NCCL_ROOT:-}
-if [[ -z "$nccl_root" ]] && ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h >/dev/null 2>&1; then
-  nccl_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null || true)
+prebuilt=${SHARDCAST_PREBUILT:-}
+if [[ -n "$prebuilt" ]]; then
+  prebuilt=$(cd "$prebuilt" && pwd)
+  # Python's nvidia-* packages keep their libraries in nvidia/<name>/lib.
+  pylibs=$(python3 -c 'import glob, os, nvidia; print(":".join(d for p in nvidia.__path__ for d in sorted(glob.glob(os.path.join(p, "*", "lib")))))' 2>/dev/null || true)
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64:/usr/local/cuda/lib${pylibs:+:$pylibs}"
+  missing=""
+  for f in "$prebuilt"/*; do
+    [[ -f "$f" && -x "$f" ]] || continue
+    m=$(ldd "$f" 2>&1 | grep "not found" || true)
+    [[ -n "$m" ]] && missing+="$(basename "$f"): $m"$'\n'
+  done
+  if [[ -n "$missing" ]]; then
+    printf 'prebuilt programs cannot be loaded here, building instead:\n%s' "$missing" | tee -a "$summary"
+    prebuilt=""
+  else
+    echo "prebuilt programs from $prebuilt; libnccl: $(ldd "$prebuilt/cuda_nccl_test" 2>/dev/null | awk '/libnccl/ {print $3}')" | tee -a "$summary"
+  fi
 fi
-[[ -n "$nccl_root" ]] && args+=(-DSHARDCAST_NCCL_ROOT="$nccl_root")
-step configure configure.log 120 cmake "${args[@]}" || { cat "$logs/configure.log"; cat "$summary"; exit 1; }
-grep "shardcast: NCCL" "$logs/configure.log" | tee -a "$summary"
 
-targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
-         cudahost_index_math_test bench_kernels shardcast-bench)
-# Targets that exist only when their dependency was found (NCCL; MPI for the bootstrap test):
-# every gpu-labelled test must be built, or ctest -L gpu reports it as not run.
-help=$(cmake --build "$build" --target help 2>/dev/null)
-for t in cuda_nccl_test cuda_p2p_test test_mpi_nccl; do
-  grep -q "^$t:" <<< "$help" && targets+=("$t")
-done
-step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 || tail -n 40 "$logs/build.log"
+if [[ -n "$prebuilt" ]]; then
+  bin_index_math=$prebuilt/cudahost_index_math_test
+  bin_tests=$prebuilt
+  bin_kernels=$prebuilt/bench_kernels
+  tool=$prebuilt/shardcast-bench
+  : > "$logs/tests.log"
+  for t in cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test \
+           cuda_nccl_test cuda_p2p_test; do
+    [[ -x "$prebuilt/$t" ]] || { echo "SKIPPED  $t (not in $prebuilt)" | tee -a "$summary"; continue; }
+    step "$t" "$t.log" 90 "$prebuilt/$t" --duration=true
+    grep -q "SKIPPED: no CUDA device" "$logs/$t.log" && echo "  ($t saw no CUDA device: its cases were skipped)" | tee -a "$summary"
+    { echo "==== $t"; cat "$logs/$t.log"; } >> "$logs/tests.log"
+  done
+else
+  args=(-G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_BUILD_EXAMPLES=OFF
+        -DSHARDCAST_BUILD_TESTS=ON -DSHARDCAST_BUILD_BENCH=ON)
+  [[ -n "$doctest" ]] && args+=(-DSHARDCAST_DOCTEST_INCLUDE_DIR="$doctest")
+  nccl_root=${SHARDCAST_NCCL_ROOT:-}
+  if [[ -z "$nccl_root" ]] && ! ls /usr/local/cuda/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h >/dev/null 2>&1; then
+    nccl_root=$(python3 -c 'import importlib.util as u; s = u.find_spec("nvidia.nccl"); print(list(s.submodule_search_locations)[0] if s else "")' 2>/dev/null || true)
+  fi
+  [[ -n "$nccl_root" ]] && args+=(-DSHARDCAST_NCCL_ROOT="$nccl_root")
+  step configure configure.log 120 cmake "${args[@]}" || { cat "$logs/configure.log"; cat "$summary"; exit 1; }
+  grep "shardcast: NCCL" "$logs/configure.log" | tee -a "$summary"
 
-step "ctest -L gpu" ctest.log 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
-step "index math (host)" index_math.log 30 "$build/tests/cudahost/cudahost_index_math_test"
-step "bench_kernels 256 512 MiB" bench_kernels.log 90 "$build/bench/kernels/bench_kernels" 256 512
+  targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
+           cudahost_index_math_test bench_kernels shardcast-bench)
+  # Targets that exist only when their dependency was found (NCCL; MPI for the bootstrap test):
+  # every gpu-labelled test must be built, or ctest -L gpu reports it as not run.
+  help=$(cmake --build "$build" --target help 2>/dev/null)
+  for t in cuda_nccl_test cuda_p2p_test test_mpi_nccl; do
+    grep -q "^$t:" <<< "$help" && targets+=("$t")
+  done
+  step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 || tail -n 40 "$logs/build.log"
 
-tool="$build/bench/tool/shardcast-bench"
+  step "ctest -L gpu" ctest.log 150 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120
+  bin_index_math=$build/tests/cudahost/cudahost_index_math_test
+  bin_tests=$build/tests/cuda
+  bin_kernels=$build/bench/kernels/bench_kernels
+  tool="$build/bench/tool/shardcast-bench"
+fi
+step "index math (host)" index_math.log 30 "$bin_index_math"
+step "bench_kernels 256 512 MiB" bench_kernels.log 90 "$bin_kernels" 256 512
+
 sweep=(-b 1M -e 256M -f 16 -n 20 -w 5 -c 1)
 for coll in all_reduce reduce_scatter all_gather; do
   for ranks in 2 4; do
@@ -118,10 +163,21 @@ step "shardcast-bench redistribute p2p S(0) -> S(1) x4" bench_p2p_redistribute_a
   "$tool" redistribute --backend p2p --from "S(0)" --to "S(1)" --mesh 4 --extents 8192x8192 -n 10 -w 2 -c 1 \
   --json "$logs/bench_p2p_redistribute_all_to_all.json"
 
+# Last, with what is left of the budget: the kernel and p2p tests under compute-sanitizer's
+# memcheck (out-of-bounds and misaligned device accesses), where the machine has it.
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  for t in cuda_kernels_test cuda_p2p_test; do
+    [[ -x "$bin_tests/$t" ]] && step "memcheck $t" "memcheck_$t.log" 90 \
+      compute-sanitizer --tool memcheck --error-exitcode 3 "$bin_tests/$t"
+  done
+fi
+
 echo "---- summary ($((SECONDS))s of ${budget}s)"
 cat "$summary"
-echo "---- ctest"
+echo "---- tests"
 tail -n 15 "$logs/ctest.log" 2>/dev/null
+grep -h -E "^\[doctest\] (test cases|assertions)|^==== " "$logs/tests.log" 2>/dev/null
 echo "---- bench_kernels"
 cat "$logs/bench_kernels.log" 2>/dev/null
+for f in "$logs"/memcheck_*.log; do [[ -f "$f" ]] && { echo "---- $(basename "$f")"; tail -n 4 "$f"; }; done
 exit $rc
