@@ -17,7 +17,7 @@ cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_ENA
 targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
          cudahost_index_math_test bench_kernels shardcast-bench)
 help=$(cmake --build "$build" --target help)
-for t in cuda_nccl_test cuda_p2p_test; do
+for t in cuda_nccl_test cuda_p2p_test cuda_differential_test; do
   grep -q "^$t:" <<< "$help" && targets+=("$t")
 done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"

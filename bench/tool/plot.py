@@ -41,8 +41,12 @@ def plot(path, outdir, plt):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(sizes, [r["busbw_gbs"] for r in rows], "o-", label=f"shardcast {run['backend']} busbw")
     if any(r.get("memcpy1_gbs", 0) > 0 for r in rows):
-        ax.plot(sizes, [r["memcpy1_gbs"] for r in rows], "k--", label="memcpy, 1 thread")
-        ax.plot(sizes, [r["memcpyN_gbs"] for r in rows], "k:", label=f"memcpy per rank, {n} ranks at once")
+        if run["backend"] in ("nccl", "p2p"):  # device backends: the rooflines are device copies
+            ax.plot(sizes, [r["memcpy1_gbs"] for r in rows], "k--", label="device copy, rank 0 alone")
+            ax.plot(sizes, [r["memcpyN_gbs"] for r in rows], "k:", label=f"device copy per rank, {n} ranks at once")
+        else:
+            ax.plot(sizes, [r["memcpy1_gbs"] for r in rows], "k--", label="memcpy, 1 thread")
+            ax.plot(sizes, [r["memcpyN_gbs"] for r in rows], "k:", label=f"memcpy per rank, {n} ranks at once")
     if any(r.get("mpi_time_us", 0) > 0 for r in rows):
         fac = BUSBW_FACTOR[coll](n)
         mpi = [(r["size"], r["size"] / (r["mpi_time_us"] * 1e-6) / 1e9 * fac) for r in rows if r.get("mpi_time_us", 0) > 0]

@@ -53,7 +53,7 @@ std::int64_t lin(const sc::box& b, const std::int64_t* c) {
 }
 
 // Which implementation runs: the public entry (it picks), or one of the two row paths forced.
-enum class region_way { pick, kernel, batched };
+enum class region_way { pick, kernel, memcpy2d };
 
 template <class T>
 void check_copy_region(const sc::box& sb, const sc::box& db, const sc::box& rg, std::size_t shift_s, std::size_t shift_d,
@@ -86,8 +86,12 @@ void check_copy_region(const sc::box& sb, const sc::box& db, const sc::box& rg, 
     REQUIRE(p.total > 0);
     const auto* from = reinterpret_cast<const unsigned char*>(s.p) + p.src_byte_offset;
     auto* to = reinterpret_cast<unsigned char*>(d.p) + p.dst_byte_offset;
-    if (way == region_way::kernel) dd::copy_rows_kernel(from, to, p, g.s);
-    else dd::copy_rows_batched(from, to, p, g.s);
+    if (way == region_way::kernel) {
+      dd::copy_rows_kernel(from, to, p, g.s);
+    } else {
+      REQUIRE(dd::fits_memcpy2d(p));
+      dd::copy_rows_2d(from, to, p, g.s);
+    }
   }
   std::vector<T> got(nd);
   ops::to_host(got.data(), d.p, nd, g.s);
@@ -114,20 +118,48 @@ TEST_CASE_TEMPLATE("copy_region matches a host walk of the region" * doctest::sk
   }
 }
 
-TEST_CASE_TEMPLATE("copy_region: the batched (CUB) and the kernel row paths each match the host walk" * doctest::skip(no_device()), T,
-                   float, __half, double, std::int8_t) {
+TEST_CASE_TEMPLATE("copy_region: the cudaMemcpy2DAsync and the kernel row paths each match the host walk" * doctest::skip(no_device()),
+                   T, float, __half, double, std::int8_t) {
   // Same shapes through both paths, whatever copy_region would pick: short and long rows,
-  // 2-D and 3-D, source and destination at equal and at different misalignments.
-  for (region_way way : {region_way::kernel, region_way::batched})
+  // source and destination at equal and at different misalignments; 3-D (two outer dims)
+  // on the kernel, the one path that takes it.
+  for (region_way way : {region_way::kernel, region_way::memcpy2d})
     for (std::size_t ss : {0u, 1u, 3u})
       for (std::size_t ds : {0u, 2u}) {
         CAPTURE(int(way)); CAPTURE(ss); CAPTURE(ds);
         check_copy_region<T>(make_box({0, 0}, {13, 37}), make_box({0, 8}, {13, 9}), make_box({0, 8}, {13, 9}), ss, ds, way);
         check_copy_region<T>(make_box({0, 0}, {64, 300}), make_box({3, 20}, {50, 200}), make_box({3, 20}, {50, 200}), ss, ds, way);
-        check_copy_region<T>(make_box({0, 0, 0}, {5, 7, 256}), make_box({1, 2, 64}, {3, 4, 128}), make_box({1, 3, 64}, {2, 3, 128}),
-                             ss, ds, way);
+        if (way == region_way::kernel)
+          check_copy_region<T>(make_box({0, 0, 0}, {5, 7, 256}), make_box({1, 2, 64}, {3, 4, 128}), make_box({1, 3, 64}, {2, 3, 128}),
+                               ss, ds, way);
         check_copy_region<T>(make_box({0, 0}, {3, 5000}), make_box({0, 1}, {3, 4998}), make_box({0, 1}, {3, 4998}), ss, ds, way);
       }
+}
+
+// The choice looks at the plan only, so it is checked on made-up addresses, with no device.
+TEST_CASE("choose_region_path: memcpy for one run, the kernel for 8- and 16-byte units, cudaMemcpy2DAsync for rows of smaller "
+          "units with one outer dim, else the kernel" * doctest::test_suite("host_only")) {
+  namespace dd = sc::device::detail;
+  const std::uintptr_t a = 0x10000, b = 0x20000;  // 16-byte aligned
+  const auto path = [](std::size_t elem, const sc::box& sb, const sc::box& db, std::uintptr_t sa, std::uintptr_t da) {
+    return dd::choose_region_path(dd::plan_region(elem, sb, db, db, sa, da));
+  };
+  // Whole rows: one contiguous run.
+  CHECK(path(4, make_box({0, 0}, {64, 256}), make_box({8, 0}, {16, 256}), a, b) == dd::region_path::memcpy);
+  // Columns 256..768 of 1024 floats, both buffers aligned: 2 KiB rows of 16-byte units.
+  CHECK(path(4, make_box({0, 0}, {64, 1024}), make_box({0, 256}, {64, 512}), a, b) == dd::region_path::kernel);
+  // From column 2: 8-byte units, still the kernel.
+  CHECK(path(4, make_box({0, 0}, {64, 1024}), make_box({0, 2}, {64, 512}), a, b) == dd::region_path::kernel);
+  // From column 1: 4-byte units, one outer dim, rows over the threshold.
+  CHECK(path(4, make_box({0, 0}, {64, 1024}), make_box({0, 1}, {64, 512}), a, b) == dd::region_path::memcpy2d);
+  CHECK(path(4, make_box({0, 0}, {64, 64}), make_box({0, 1}, {64, 31}), a, b) == dd::region_path::memcpy2d);  // 124-byte rows
+  CHECK(path(2, make_box({0, 0}, {64, 4096}), make_box({0, 1}, {64, 2047}), a, b) == dd::region_path::memcpy2d);
+  // Short misaligned rows: the kernel.
+  CHECK(path(4, make_box({0, 0}, {64, 64}), make_box({0, 1}, {64, 15}), a, b) == dd::region_path::kernel);  // 60-byte rows
+  // Long misaligned rows under two outer dims: cudaMemcpy2DAsync cannot take them; the kernel.
+  CHECK(path(4, make_box({0, 0, 0}, {4, 8, 1024}), make_box({1, 2, 1}, {2, 4, 512}), a, b) == dd::region_path::kernel);
+  // Nothing to copy.
+  CHECK(path(4, make_box({0, 0}, {4, 4}), make_box({1, 1}, {0, 2}), a, b) == dd::region_path::none);
 }
 
 TEST_CASE("copy_region rejects a region outside the boxes" * doctest::skip(no_device())) {

@@ -274,7 +274,7 @@ TEST_CASE("reduce_sources CUB path: index-free epilogues" * doctest::skip(no_dev
   check_reduce<path::cub, 4, bits({epi_kind::gelu}), __half, __half>(4, 4099, sc::reduce_op::sum, epi_kind::gelu, 1);
 }
 
-TEST_CASE("reduce_sources: the dispatch takes CUB for 1, 2, 4, 8 sources and the kernel otherwise; same results" *
+TEST_CASE("reduce_sources: the dispatch (kernel where it moves vectors, else CUB for 1, 2, 4, 8 sources) gives the same results" *
           doctest::skip(no_device())) {
   for (int n : {1, 2, 3, 4, 5, 8, 13})
     for (std::size_t shift : {0u, 1u}) {
@@ -347,4 +347,40 @@ TEST_CASE("epilogue_uses_index_v: bias needs the index, the others do not") {
   };
   static_assert(cu::epilogue_uses_index_v<user_epi>);  // unknown: assume it needs the index
   CHECK(true);
+}
+
+// The choice looks at the pointers only, so it is checked on made-up addresses, with no device.
+TEST_CASE("choose_reduce_path: the kernel where all pointers share a phase, CUB where they do not (1, 2, 4, 8 sources, index-free "
+          "epilogue)" * doctest::test_suite("host_only")) {
+  using cu::detail::reduce_path;
+  const auto at = [](std::uintptr_t a) { return reinterpret_cast<const float*>(a); };
+  const std::uintptr_t base = 0x10000;  // 16-byte aligned
+  for (std::size_t n : {1u, 2u, 3u, 4u, 5u, 8u, 13u}) {
+    CAPTURE(n);
+    std::vector<const float*> same(n), off(n);
+    for (std::size_t k = 0; k < n; ++k) {
+      same[k] = at(base + 0x1000 * k + 4);  // every source one float past a 16-byte boundary
+      off[k] = at(base + 0x1000 * k + 4 * (k % 2));
+    }
+    float* dst_same = const_cast<float*>(at(base + 0x100000 + 4));
+    float* dst_off = const_cast<float*>(at(base + 0x100000 + 8));
+    const bool cub_count = n == 1 || n == 2 || n == 4 || n == 8;
+    CHECK(cu::detail::choose_reduce_path<float, float, cu::scale>(same.data(), n, dst_same, 4099) == reduce_path::kernel);
+    CHECK(cu::detail::choose_reduce_path<float, float, cu::scale>(same.data(), n, dst_off, 4099) ==
+          (cub_count ? reduce_path::cub : reduce_path::kernel));
+    if (n > 1)
+      CHECK(cu::detail::choose_reduce_path<float, float, cu::gelu>(off.data(), n, dst_same, 4099) ==
+            (cub_count ? reduce_path::cub : reduce_path::kernel));
+    // An epilogue that needs the element index runs on the kernel whatever the alignment.
+    CHECK(cu::detail::choose_reduce_path<float, float, cu::bias_add<float>>(same.data(), n, dst_off, 4099) == reduce_path::kernel);
+    // Too few elements to reach a vector boundary: nothing to vectorise, CUB where it can.
+    CHECK(cu::detail::choose_reduce_path<float, float, cu::identity>(same.data(), n, dst_same, 2) ==
+          (cub_count ? reduce_path::cub : reduce_path::kernel));
+  }
+  // float sources, bfloat16 result: 4-element vectors; the result's phase counts in bf16 elements.
+  const float* src4[4] = {at(base), at(base + 0x1000), at(base + 0x2000), at(base + 0x3000)};
+  CHECK(cu::detail::choose_reduce_path<float, __nv_bfloat16, cu::identity>(
+            src4, 4, reinterpret_cast<__nv_bfloat16*>(base + 0x100000), 4096) == reduce_path::kernel);
+  CHECK(cu::detail::choose_reduce_path<float, __nv_bfloat16, cu::identity>(
+            src4, 4, reinterpret_cast<__nv_bfloat16*>(base + 0x100000 + 2), 4096) == reduce_path::cub);
 }

@@ -5,25 +5,28 @@
 /// shards), fill and scale, and `detail::memory_ops<device_memory>` built on them.
 ///
 /// A region copy is planned on the host (`device::detail::plan_region`, tested on the host):
-/// dims contiguous in both buffers merge, and what is left is a set of equal rows. It then
-/// runs one of three ways:
+/// dims contiguous in both buffers merge, and what is left is a set of equal rows, copied in
+/// units of the widest size (up to 16 bytes) that every address and stride allows. It then
+/// runs one of three ways (`detail::choose_region_path`), chosen from measurements on an
+/// H200 (docs/bench/gpu.md; fractions of the device copy bandwidth):
 /// - one contiguous run: `cudaMemcpyAsync`;
-/// - rows of at least SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES: CUB's `cub::DeviceMemcpy::Batched`,
-///   one buffer per row, whose row pointers are computed on the fly (no pointer arrays in
-///   device memory). It copies each row with vector loads and stores whatever the row's
-///   alignment, where the kernel below falls back to the largest unit every address allows;
-/// - shorter rows: the grid-stride unit kernel below, which moves 16-byte units where every
-///   address and stride allows. Batched memcpy pays a per-buffer cost (it scans the buffer
-///   sizes to assign them to threads, warps or blocks) that rows of a few units do not
-///   amortise; the kernel does one index computation per unit and nothing else.
+/// - units of 8 or 16 bytes (rows aligned alike in both buffers): the grid-stride unit kernel
+///   below, one index computation per unit: 0.65-0.74 for rows of 64 B and 4 KiB of 16-byte
+///   units and 0.45-0.47 for 4 KiB rows of 8-byte units, against 0.24-0.41 for
+///   cudaMemcpy2DAsync and 0.04-0.11 for CUB's `cub::DeviceMemcpy::Batched` (one buffer per
+///   row, the row pointers computed on the fly);
+/// - smaller units, one outer dim and rows of at least SHARDCAST_COPY2D_MIN_ROW_BYTES (96):
+///   `cudaMemcpy2DAsync`, which handles rows that are not aligned alike itself: 0.35-0.73 for
+///   rows of 124 B to 4 KiB of 2- and 4-byte units, against 0.14-0.27 for the unit kernel and
+///   0.05-0.31 for DeviceMemcpy::Batched;
+/// - anything else (rows of 60 B of 4-byte units ran at 0.24-0.26 on the kernel and
+///   0.23-0.24 through cudaMemcpy2DAsync; several outer dims): the unit kernel.
 /// This header launches kernels: include it from CUDA sources (nvcc).
 
-#include <cub/device/device_memcpy.cuh>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -35,10 +38,14 @@
 #include "dtypes.hpp"
 #include "index_math.hpp"
 
-/// Rows of a region copy at least this long (bytes) go through cub::DeviceMemcpy::Batched;
-/// shorter ones through the unit kernel. A tuning knob: bench_kernels prints both paths.
-#ifndef SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES
-#define SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES 256
+/// Region copies whose units are at least this many bytes run on the unit kernel.
+#ifndef SHARDCAST_COPY_KERNEL_MIN_UNIT
+#define SHARDCAST_COPY_KERNEL_MIN_UNIT 8
+#endif
+/// Region copies with smaller units, one outer dim and rows at least this long (bytes) run
+/// as one cudaMemcpy2DAsync. Tuning knobs: bench_kernels prints every path.
+#ifndef SHARDCAST_COPY2D_MIN_ROW_BYTES
+#define SHARDCAST_COPY2D_MIN_ROW_BYTES 96
 #endif
 
 namespace shardcast::device {
@@ -76,58 +83,6 @@ SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor)
     dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
 }
 
-/// Random-access iterator over the start pointers of a plan's rows in one buffer, computed
-/// from the row index (what cub::DeviceMemcpy::Batched reads as its buffer list).
-struct row_pointer_iterator {
-  using value_type = void*;
-  using difference_type = std::int64_t;
-  using pointer = void**;
-  using reference = void*;
-  using iterator_category = std::random_access_iterator_tag;
-
-  unsigned char* base = nullptr;  // the region's first byte in this buffer
-  region_plan plan{};
-  bool dst = false;
-  std::int64_t row = 0;
-
-  SHARDCAST_HOST_DEVICE void* operator[](std::int64_t k) const {
-    return base + row_offset(plan, row + k, dst) * static_cast<std::int64_t>(plan.unit);
-  }
-  SHARDCAST_HOST_DEVICE void* operator*() const { return (*this)[0]; }
-  SHARDCAST_HOST_DEVICE row_pointer_iterator operator+(std::int64_t k) const {
-    row_pointer_iterator r = *this;
-    r.row += k;
-    return r;
-  }
-};
-
-/// Every row has the same length.
-struct constant_size_iterator {
-  using value_type = std::uint32_t;
-  using difference_type = std::int64_t;
-  using pointer = const std::uint32_t*;
-  using reference = std::uint32_t;
-  using iterator_category = std::random_access_iterator_tag;
-
-  std::uint32_t bytes = 0;
-
-  SHARDCAST_HOST_DEVICE std::uint32_t operator[](std::int64_t) const { return bytes; }
-  SHARDCAST_HOST_DEVICE std::uint32_t operator*() const { return bytes; }
-  SHARDCAST_HOST_DEVICE constant_size_iterator operator+(std::int64_t) const { return *this; }
-};
-
-/// The rows of `p` with cub::DeviceMemcpy::Batched; its scratch comes from this thread's allocator.
-inline void copy_rows_batched(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
-  const row_pointer_iterator in{const_cast<unsigned char*>(src), p, false, 0};
-  const row_pointer_iterator out{dst, p, true, 0};
-  const constant_size_iterator sizes{static_cast<std::uint32_t>(p.row_units() * p.unit)};
-  std::size_t temp_bytes = 0;
-  SHARDCAST_CUDA_TRY(cub::DeviceMemcpy::Batched(nullptr, temp_bytes, in, out, sizes, p.rows(), s));
-  const any_allocator a = current_allocator();
-  auto temp = allocate_shared<unsigned char>(a, temp_bytes > 0 ? temp_bytes : 1, s);
-  SHARDCAST_CUDA_TRY(cub::DeviceMemcpy::Batched(temp.get(), temp_bytes, in, out, sizes, p.rows(), s));
-}
-
 /// The rows of `p` with the unit kernel.
 inline void copy_rows_kernel(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
   constexpr unsigned block = 256;
@@ -142,14 +97,26 @@ inline void copy_rows_kernel(const unsigned char* src, unsigned char* dst, const
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
+/// True when the plan is one outer dim of rows whose pitches cudaMemcpy2DAsync takes.
+inline bool fits_memcpy2d(const region_plan& p) {
+  constexpr std::int64_t max_pitch = std::numeric_limits<int>::max();  // cudaDeviceProp::memPitch on current GPUs
+  return p.rank == 2 && p.sstride[0] * p.unit <= max_pitch && p.dstride[0] * p.unit <= max_pitch;
+}
+
+/// The rows of a two-dim plan with one cudaMemcpy2DAsync.
+inline void copy_rows_2d(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
+  const auto unit = std::size_t(p.unit);
+  SHARDCAST_CUDA_TRY(cudaMemcpy2DAsync(dst, std::size_t(p.dstride[0]) * unit, src, std::size_t(p.sstride[0]) * unit,
+                                       std::size_t(p.ext[1]) * unit, std::size_t(p.ext[0]), cudaMemcpyDeviceToDevice, s));
+}
+
 /// Which way copy_region goes for a plan (see the file comment).
-enum class region_path { none, memcpy, batched, kernel };
+enum class region_path { none, memcpy, memcpy2d, kernel };
 inline region_path choose_region_path(const region_plan& p) {
   if (p.total == 0) return region_path::none;
   if (p.contiguous()) return region_path::memcpy;
-  const std::int64_t row_bytes = p.row_units() * p.unit;
-  if (row_bytes >= SHARDCAST_BATCHED_COPY_MIN_ROW_BYTES && row_bytes <= std::int64_t(std::numeric_limits<std::uint32_t>::max()))
-    return region_path::batched;
+  if (p.unit >= SHARDCAST_COPY_KERNEL_MIN_UNIT) return region_path::kernel;
+  if (p.row_units() * p.unit >= SHARDCAST_COPY2D_MIN_ROW_BYTES && fits_memcpy2d(p)) return region_path::memcpy2d;
   return region_path::kernel;
 }
 
@@ -186,7 +153,7 @@ void copy_region(const T* src, const box& src_box, T* dst, const box& dst_box, c
     case detail::region_path::memcpy:
       SHARDCAST_CUDA_TRY(cudaMemcpyAsync(db, sb, std::size_t(p.total) * std::size_t(p.unit), cudaMemcpyDeviceToDevice, s));
       return;
-    case detail::region_path::batched: return detail::copy_rows_batched(sb, db, p, s);
+    case detail::region_path::memcpy2d: return detail::copy_rows_2d(sb, db, p, s);
     case detail::region_path::kernel: return detail::copy_rows_kernel(sb, db, p, s);
   }
 }

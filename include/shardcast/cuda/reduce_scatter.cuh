@@ -4,18 +4,20 @@
 /// peer-memory backend's reduce-scatter and all-reduce (each rank reads its chunk from every
 /// peer's buffer), and the one-pass epilogue applied after NCCL's reduce-scatter.
 ///
-/// Two implementations, chosen per call:
-/// - CUB's `cub::DeviceTransform` (CCCL 3.x) when the source count is 1, 2, 4 or 8 and the
-///   epilogue ignores the element index (`epilogue_uses_index_v`). On Hopper and later it
-///   stages tiles through shared memory with bulk copies (`cp.async.bulk`), which also read
-///   peer-mapped memory (mscclpp documents its bulk-copy primitives on peer pointers,
-///   github.com/microsoft/mscclpp pull 853), and it handles any pointer alignment itself.
-/// - A grid-stride kernel written here for every other case: DeviceTransform passes values,
-///   not indices, so a bias over the innermost dim cannot be applied there, and each source
-///   count is a separate DeviceTransform instantiation, whereas this kernel takes any count
-///   (up to SHARDCAST_MAX_SOURCES) with one. Where all pointers share an element phase it
-///   moves 16-byte vectors and does only the head and tail one element at a time
-///   (`device::detail::split_for_vectors`, tested on the host).
+/// Two implementations, chosen per call (`detail::choose_reduce_path`):
+/// - A grid-stride kernel written here, taken whenever it can move 16-byte vectors: all
+///   pointers share an element phase, so it does only the head and tail one element at a
+///   time (`device::detail::split_for_vectors`, tested on the host). It takes any source
+///   count (up to SHARDCAST_MAX_SOURCES) with one instantiation and any epilogue, also one
+///   that needs the element index (a bias over the innermost dim). On an H200 it ran at
+///   0.98-1.08 of the device copy bandwidth for 4 sources of float and bfloat16, against
+///   0.65-1.02 for DeviceTransform (docs/bench/gpu.md).
+/// - CUB's `cub::DeviceTransform` (CCCL 3.x) when the pointers' phases differ (the kernel
+///   would fall back to one element at a time), the source count is 1, 2, 4 or 8 and the
+///   epilogue ignores the element index (`epilogue_uses_index_v`): it handles any pointer
+///   alignment itself, and on Hopper and later stages tiles through shared memory with bulk
+///   copies (`cp.async.bulk`), which also read peer-mapped memory (mscclpp documents its
+///   bulk-copy primitives on peer pointers, github.com/microsoft/mscclpp pull 853).
 ///
 /// @code
 ///   // rank r of p: reduce chunk r of every peer's send buffer, scale by 1/p, store bf16.
@@ -149,6 +151,28 @@ void reduce_sources_cub(const In* const* srcs, Out* dst, std::size_t count, redu
   transform_sources(std::make_index_sequence<std::size_t(N)>{}, srcs, dst, count, op, stream, epi);
 }
 
+/// Elements per vector of the kernel path for In sources and Out results.
+template <class In, class Out>
+inline constexpr int reduce_vector_width = [] {
+  constexpr std::size_t both[] = {sizeof(In), sizeof(Out)};
+  return vector_width(both, 2);
+}();
+
+/// How the kernel path cuts `count` elements of `nsrc` sources and `dst` into scalar head,
+/// vectors and scalar tail (nsrc <= SHARDCAST_MAX_SOURCES).
+template <class In, class Out>
+vector_split reduce_split(const In* const* srcs, std::size_t nsrc, const Out* dst, std::size_t count) {
+  std::uintptr_t addrs[SHARDCAST_MAX_SOURCES + 1];
+  std::size_t sizes[SHARDCAST_MAX_SOURCES + 1];
+  for (std::size_t k = 0; k < nsrc; ++k) {
+    addrs[k] = reinterpret_cast<std::uintptr_t>(srcs[k]);
+    sizes[k] = sizeof(In);
+  }
+  addrs[nsrc] = reinterpret_cast<std::uintptr_t>(dst);
+  sizes[nsrc] = sizeof(Out);
+  return split_for_vectors(count, reduce_vector_width<In, Out>, addrs, sizes, static_cast<int>(nsrc) + 1);
+}
+
 /// The kernel path for any number of sources (1..SHARDCAST_MAX_SOURCES) and any epilogue.
 template <class In, class Out, class Epi>
 void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
@@ -156,23 +180,31 @@ void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* ds
   if (count == 0) return;
   source_list<In> s{};
   s.n = static_cast<int>(nsrc);
-  std::uintptr_t addrs[SHARDCAST_MAX_SOURCES + 1];
-  std::size_t sizes[SHARDCAST_MAX_SOURCES + 1];
-  for (int k = 0; k < s.n; ++k) {
-    s.p[k] = srcs[k];
-    addrs[k] = reinterpret_cast<std::uintptr_t>(srcs[k]);
-    sizes[k] = sizeof(In);
-  }
-  addrs[s.n] = reinterpret_cast<std::uintptr_t>(dst);
-  sizes[s.n] = sizeof(Out);
-  constexpr std::size_t both[] = {sizeof(In), sizeof(Out)};
-  constexpr int w = vector_width(both, 2);
-  const vector_split vs = split_for_vectors(count, w, addrs, sizes, s.n + 1);
+  for (int k = 0; k < s.n; ++k) s.p[k] = srcs[k];
+  constexpr int w = reduce_vector_width<In, Out>;
+  const vector_split vs = reduce_split(srcs, nsrc, dst, count);
   constexpr unsigned block = 256;
   const std::size_t ns = scalar_count(count, vs, w);
   const unsigned grid = grid_for(static_cast<std::int64_t>(vs.nvec > ns ? vs.nvec : ns), block);
   reduce_sources_kernel<w><<<grid, block, 0, stream>>>(s, dst, count, vs, op, epi);
   SHARDCAST_CUDA_CHECK_LAUNCH();
+}
+
+/// Which implementation reduce_sources runs (see the file comment).
+enum class reduce_path { kernel, cub };
+
+/// The kernel when it moves vectors (or when DeviceTransform cannot serve the call: an
+/// epilogue that needs the index, a source count other than 1, 2, 4, 8); else CUB.
+/// nsrc must be 1..SHARDCAST_MAX_SOURCES.
+template <class In, class Out, class Epi>
+reduce_path choose_reduce_path(const In* const* srcs, std::size_t nsrc, const Out* dst, std::size_t count) {
+  if constexpr (epilogue_uses_index_v<Epi>) {
+    return reduce_path::kernel;
+  } else {
+    if (nsrc != 1 && nsrc != 2 && nsrc != 4 && nsrc != 8) return reduce_path::kernel;
+    if (reduce_vector_width<In, Out> > 1 && reduce_split(srcs, nsrc, dst, count).nvec > 0) return reduce_path::kernel;
+    return reduce_path::cub;
+  }
 }
 
 }  // namespace detail
@@ -195,12 +227,14 @@ void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size
                         " sources, got " + std::to_string(nsrc) + "; raise SHARDCAST_MAX_SOURCES");
   if (count == 0) return;
   if constexpr (!epilogue_uses_index_v<Epi>) {
-    switch (nsrc) {
-      case 1: return detail::reduce_sources_cub<1>(srcs, dst, count, op, stream, epi);
-      case 2: return detail::reduce_sources_cub<2>(srcs, dst, count, op, stream, epi);
-      case 4: return detail::reduce_sources_cub<4>(srcs, dst, count, op, stream, epi);
-      case 8: return detail::reduce_sources_cub<8>(srcs, dst, count, op, stream, epi);
-      default: break;
+    if (detail::choose_reduce_path<In, Out, Epi>(srcs, nsrc, dst, count) == detail::reduce_path::cub) {
+      switch (nsrc) {
+        case 1: return detail::reduce_sources_cub<1>(srcs, dst, count, op, stream, epi);
+        case 2: return detail::reduce_sources_cub<2>(srcs, dst, count, op, stream, epi);
+        case 4: return detail::reduce_sources_cub<4>(srcs, dst, count, op, stream, epi);
+        case 8: return detail::reduce_sources_cub<8>(srcs, dst, count, op, stream, epi);
+        default: break;
+      }
     }
   }
   detail::reduce_sources_kernel_path(srcs, nsrc, dst, count, op, stream, epi);
