@@ -33,9 +33,11 @@ T combine(T a, T b, reduce_op op) {
 }
 
 /// Returns "" when every rank's piece of `y` matches the reference, else a description.
-/// Collective over the mesh (all ranks must call it with the same arguments).
+/// Collective over the mesh (all ranks must call it with the same arguments). On device
+/// meshes `s` is the stream `y` was produced on.
 template <class T, int R, class L, class Mesh>
-std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::vector<T>& global) {
+std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::vector<T>& global,
+                                    typename Mesh::stream_type s = {}) {
   const auto& m = y.mesh();
   const runtime_layout l = y.layout();
   const auto ext = y.global_extents();
@@ -43,15 +45,15 @@ std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::
   const std::size_t chunk = static_cast<std::size_t>(detail::max_volume(l, m.shape().data(), ext.data(), R));
   std::vector<T> mine(chunk > 0 ? chunk : 1, T{}), all((chunk > 0 ? chunk : 1) * static_cast<std::size_t>(P));
   std::vector<T> host(y.local_size());
-  detail::memory_ops<typename Mesh::memory_space>::to_host(host.data(), y.data(), host.size(), typename Mesh::stream_type{});
+  detail::memory_ops<typename Mesh::memory_space>::to_host(host.data(), y.data(), host.size(), s);
   std::copy(host.begin(), host.end(), mine.begin());
   // The gather goes through the device when the backend lives there.
   using ops = detail::memory_ops<typename Mesh::memory_space>;
-  auto dsend = ops::template allocate<T>(mine.size(), {});
-  auto drecv = ops::template allocate<T>(all.size(), {});
-  ops::from_host(dsend.get(), mine.data(), mine.size(), {});
-  m.comm().all_gather(dsend.get(), drecv.get(), mine.size(), {});
-  ops::to_host(all.data(), drecv.get(), all.size(), {});
+  auto dsend = ops::template allocate<T>(mine.size(), s);
+  auto drecv = ops::template allocate<T>(all.size(), s);
+  ops::from_host(dsend.get(), mine.data(), mine.size(), s);
+  m.comm().all_gather(dsend.get(), drecv.get(), mine.size(), s);
+  ops::to_host(all.data(), drecv.get(), all.size(), s);
 
   reduce_op op = reduce_op::sum;
   unsigned pmask = 0;
@@ -120,7 +122,7 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
   std::vector<T> before(x.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(before.data(), x.data(), before.size(), s);
   auto y = redistribute(x, dst, s);
-  std::string err = check_against_reference(y, g);
+  std::string err = check_against_reference(y, g, s);
   if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ": " + err;
   std::vector<T> after(x.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(after.data(), x.data(), after.size(), s);

@@ -1,0 +1,112 @@
+// The host backend's end-to-end differential suite (tests/host/test_redistribute.cpp) on the
+// device backends: distribute a global tensor under one layout, redistribute it on a stream
+// to another, gather every rank's piece with the backend's own all_gather and compare with
+// the single-rank reference (tests/common/differential.hpp), and check that the input is
+// unchanged. Every layout pair on 1-axis meshes (float, double, int32, int64) and on 2-axis
+// meshes (float, int64), every reduce op, extents divisible, uneven and empty; on the p2p
+// backend with 2, 3 and 4 ranks sharing GPU 0, and on NCCL with every visible GPU.
+#include <doctest/doctest.h>
+
+#include <shardcast/comm/nccl.hpp>
+#include <shardcast/comm/p2p.hpp>
+#include <shardcast/cuda/pack.cuh>  // memory_ops<device_memory>, which the executor uses on device meshes
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/differential.hpp"
+#include "cuda_testing.hpp"
+
+namespace sc = shardcast;
+namespace st = shardcast::testing;
+using shardcast_test::no_device;
+
+namespace {
+
+constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+
+struct outcome {
+  std::mutex mu;
+  std::vector<std::string> failures;
+  std::size_t cases = 0;
+  void fail(int rank, const std::string& e) {
+    std::lock_guard lk(mu);
+    if (failures.size() < 20) failures.push_back("rank " + std::to_string(rank) + ": " + e);
+  }
+  void report() {
+    for (auto& f : failures) FAIL_CHECK(f);
+    CHECK(failures.empty());
+    CHECK(cases > 0);
+    MESSAGE(cases << " cases");
+  }
+};
+
+// Every pair of layouts of rank-R tensors on an N-axis mesh over `c`, each op on its own
+// slice of the pairs on meshes of several axes (together, every pair), on one stream.
+template <class T, int N, std::size_t R, class Comm>
+void sweep(Comm& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, outcome& out) {
+  auto m = sc::make_mesh(c, shape);
+  cudaStream_t s;
+  SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+  std::size_t mine = 0;
+  for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
+    const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
+    for (std::size_t i = 0; i < layouts.size(); ++i)
+      for (std::size_t j = 0; j < layouts.size(); ++j) {
+        if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;
+        for (const auto& e : extents) {
+          const std::string err = st::differential_case<T>(m, layouts[i], layouts[j], e, s);
+          ++mine;
+          if (!err.empty()) out.fail(c.rank(), err);
+        }
+      }
+  }
+  SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+  SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  if (c.rank() == 0) {
+    std::lock_guard lk(out.mu);
+    out.cases += mine;
+  }
+}
+
+template <class T, class Comm>
+void one_axis(Comm& c, outcome& out) {
+  sweep<T, 1, 1>(c, {c.size()}, {{{7}}, {{2}}, {{0}}, {{16}}}, out);
+  sweep<T, 1, 2>(c, {c.size()}, {{{5, 3}}, {{2, 7}}, {{0, 4}}}, out);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("p2p (2, 3, 4 ranks on GPU 0): every layout pair on 1-axis meshes matches the reference" * doctest::skip(no_device()),
+                   T, float, double, std::int32_t, std::int64_t) {
+  outcome out;
+  for (int n : {2, 3, 4}) sc::p2p::run(n, {0}, [&](sc::p2p::communicator& c) { one_axis<T>(c, out); });
+  out.report();
+}
+
+TEST_CASE_TEMPLATE("p2p (4 ranks on GPU 0): every layout pair on 2-axis meshes matches the reference" * doctest::skip(no_device()), T,
+                   float, std::int64_t) {
+  outcome out;
+  sc::p2p::run(4, {0}, [&](sc::p2p::communicator& c) {
+    sweep<T, 2, 2>(c, {2, 2}, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, out);
+    sweep<T, 2, 3>(c, {2, 2}, {{{3, 4, 5}}}, out);
+    sweep<T, 2, 1>(c, {4, 1}, {{{11}}, {{4}}}, out);
+  });
+  sc::p2p::run(3, {0}, [&](sc::p2p::communicator& c) { sweep<T, 2, 2>(c, {3, 1}, {{{5, 6}}, {{2, 1}}}, out); });
+  out.report();
+}
+
+TEST_CASE_TEMPLATE("nccl (every visible GPU): every layout pair on 1- and 2-axis meshes matches the reference" * doctest::skip(no_device()),
+                   T, float, std::int64_t) {
+  outcome out;
+  const int p = shardcast_test::device_count();
+  sc::nccl::run_local(p, [&](sc::nccl::communicator& c) {
+    one_axis<T>(c, out);
+    if (p % 2 == 0) sweep<T, 2, 2>(c, {2, p / 2}, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, out);
+    else sweep<T, 2, 2>(c, {p, 1}, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, out);
+  });
+  out.report();
+}
