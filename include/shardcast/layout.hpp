@@ -16,9 +16,11 @@
 
 namespace shardcast {
 
-/// Value form of a layout: `naxes` placements, at most SHARDCAST_MAX_AXES.
+/// Value form of a layout: `naxes` placements, at most SHARDCAST_MAX_AXES. A plain array,
+/// so that its accessors are usable in device code (split.hpp) without nvcc's relaxed
+/// constexpr option.
 struct runtime_layout {
-  std::array<placement_desc, SHARDCAST_MAX_AXES> p{};
+  placement_desc p[SHARDCAST_MAX_AXES]{};
   int naxes = 0;
 
   constexpr runtime_layout() = default;
@@ -30,9 +32,9 @@ struct runtime_layout {
     requires requires { L::desc; }
   constexpr explicit runtime_layout(L) : runtime_layout(L::desc) {}
 
-  constexpr int size() const { return naxes; }
-  constexpr const placement_desc& operator[](int a) const { return p[static_cast<std::size_t>(a)]; }
-  constexpr placement_desc& operator[](int a) { return p[static_cast<std::size_t>(a)]; }
+  SHARDCAST_HOST_DEVICE constexpr int size() const { return naxes; }
+  SHARDCAST_HOST_DEVICE constexpr const placement_desc& operator[](int a) const { return p[a]; }
+  SHARDCAST_HOST_DEVICE constexpr placement_desc& operator[](int a) { return p[a]; }
 
   /// Parses "S(0),R,P(sum)" (also "shard(0)", "replicate", "partial(max)", "P" = P(sum));
   /// whitespace is ignored. Throws layout_error naming the offending text.

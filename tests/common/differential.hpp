@@ -66,7 +66,7 @@ std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::
     }
   const std::int64_t* e = ext.data();
   for (int r = 0; r < P; ++r) {
-    int c[SHARDCAST_MAX_AXES];
+    int c[SHARDCAST_MAX_AXES] = {};
     rank_to_coord(r, m.shape().data(), Mesh::naxes, c);
     bool lead = true;  // check each partial group once, from its member with zero partial coords
     for (int a = 0; a < Mesh::naxes; ++a)
