@@ -173,16 +173,16 @@ vector_split reduce_split(const In* const* srcs, std::size_t nsrc, const Out* ds
   return split_for_vectors(count, reduce_vector_width<In, Out>, addrs, sizes, static_cast<int>(nsrc) + 1);
 }
 
-/// The kernel path for any number of sources (1..SHARDCAST_MAX_SOURCES) and any epilogue.
+/// The kernel path for any number of sources (1..SHARDCAST_MAX_SOURCES) and any epilogue,
+/// given the split `reduce_split` made for these pointers.
 template <class In, class Out, class Epi>
-void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
-                                Epi epi) {
+void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, const vector_split& vs,
+                                reduce_op op, cudaStream_t stream, Epi epi) {
   if (count == 0) return;
   source_list<In> s{};
   s.n = static_cast<int>(nsrc);
   for (int k = 0; k < s.n; ++k) s.p[k] = srcs[k];
   constexpr int w = reduce_vector_width<In, Out>;
-  const vector_split vs = reduce_split(srcs, nsrc, dst, count);
   constexpr unsigned block = 256;
   const std::size_t ns = scalar_count(count, vs, w);
   const unsigned grid = grid_for(static_cast<std::int64_t>(vs.nvec > ns ? vs.nvec : ns), block);
@@ -190,21 +190,34 @@ void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* ds
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
+/// The kernel path for any number of sources (1..SHARDCAST_MAX_SOURCES) and any epilogue.
+template <class In, class Out, class Epi>
+void reduce_sources_kernel_path(const In* const* srcs, std::size_t nsrc, Out* dst, std::size_t count, reduce_op op, cudaStream_t stream,
+                                Epi epi) {
+  reduce_sources_kernel_path(srcs, nsrc, dst, count, reduce_split(srcs, nsrc, dst, count), op, stream, epi);
+}
+
 /// Which implementation reduce_sources runs (see the file comment).
 enum class reduce_path { kernel, cub };
 
-/// The kernel when it moves vectors (or when DeviceTransform cannot serve the call: an
-/// epilogue that needs the index, a source count other than 1, 2, 4, 8); else CUB.
-/// nsrc must be 1..SHARDCAST_MAX_SOURCES.
+/// The kernel when it moves vectors (`vs`, the kernel path's split, has any), or when
+/// DeviceTransform cannot serve the call (an epilogue that needs the index, a source count
+/// other than 1, 2, 4, 8); else CUB.
 template <class In, class Out, class Epi>
-reduce_path choose_reduce_path(const In* const* srcs, std::size_t nsrc, const Out* dst, std::size_t count) {
+reduce_path choose_reduce_path(std::size_t nsrc, const vector_split& vs) {
   if constexpr (epilogue_uses_index_v<Epi>) {
     return reduce_path::kernel;
   } else {
     if (nsrc != 1 && nsrc != 2 && nsrc != 4 && nsrc != 8) return reduce_path::kernel;
-    if (reduce_vector_width<In, Out> > 1 && reduce_split(srcs, nsrc, dst, count).nvec > 0) return reduce_path::kernel;
+    if (reduce_vector_width<In, Out> > 1 && vs.nvec > 0) return reduce_path::kernel;
     return reduce_path::cub;
   }
+}
+
+/// The same for these pointers (nsrc must be 1..SHARDCAST_MAX_SOURCES).
+template <class In, class Out, class Epi>
+reduce_path choose_reduce_path(const In* const* srcs, std::size_t nsrc, const Out* dst, std::size_t count) {
+  return choose_reduce_path<In, Out, Epi>(nsrc, reduce_split(srcs, nsrc, dst, count));
 }
 
 }  // namespace detail
@@ -226,9 +239,10 @@ void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size
                     "shardcast::device::reduce_sources: needs 1.." + std::to_string(SHARDCAST_MAX_SOURCES) +
                         " sources, got " + std::to_string(nsrc) + "; raise SHARDCAST_MAX_SOURCES");
   if (count == 0) return;
+  const detail::vector_split vs = detail::reduce_split(srcs, nsrc, dst, count);  // made once, for the choice and the kernel
   if constexpr (!epilogue_uses_index_v<Epi>) {
-    if (detail::choose_reduce_path<In, Out, Epi>(srcs, nsrc, dst, count) == detail::reduce_path::cub) {
-      switch (nsrc) {
+    if (detail::choose_reduce_path<In, Out, Epi>(nsrc, vs) == detail::reduce_path::cub) {
+      switch (nsrc) {  // choose_reduce_path returns cub for these counts only
         case 1: return detail::reduce_sources_cub<1>(srcs, dst, count, op, stream, epi);
         case 2: return detail::reduce_sources_cub<2>(srcs, dst, count, op, stream, epi);
         case 4: return detail::reduce_sources_cub<4>(srcs, dst, count, op, stream, epi);
@@ -237,7 +251,7 @@ void reduce_sources(const In* const* srcs, std::size_t nsrc, Out* dst, std::size
       }
     }
   }
-  detail::reduce_sources_kernel_path(srcs, nsrc, dst, count, op, stream, epi);
+  detail::reduce_sources_kernel_path(srcs, nsrc, dst, count, vs, op, stream, epi);
 }
 
 /// dst[i] = Out(epi(src[i], i)): one pass over the output of a collective that already
