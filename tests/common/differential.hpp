@@ -6,6 +6,7 @@
 // differ only in partial coordinates).
 #include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,27 @@ inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op
     out.push_back(l);
   }
   return out;
+}
+
+inline constexpr reduce_op all_reduce_ops[] = {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::prod};
+
+/// Calls f(src, dst) for the layout pairs a differential sweep covers for rank-`rank`
+/// tensors on `naxes`-axis meshes: every `stride`-th pair of each reduce op's layouts, and on
+/// meshes of several axes each op only on its own slice of the pairs (pair index mod the
+/// number of ops), so that with stride 1 the ops together cover every pair once.
+template <class F>
+void for_each_layout_pair(int naxes, int rank, std::size_t stride, F&& f) {
+  constexpr std::size_t nops = std::size(all_reduce_ops);
+  std::size_t k = 0;
+  for (std::size_t oi = 0; oi < nops; ++oi) {
+    const auto layouts = all_layouts(naxes, rank, all_reduce_ops[oi]);
+    for (std::size_t i = 0; i < layouts.size(); ++i)
+      for (std::size_t j = 0; j < layouts.size(); ++j) {
+        if (k++ % stride != 0) continue;
+        if (naxes > 1 && (i * layouts.size() + j) % nops != oi) continue;
+        f(layouts[i], layouts[j]);
+      }
+  }
 }
 
 }  // namespace shardcast::testing

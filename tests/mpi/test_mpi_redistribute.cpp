@@ -16,29 +16,20 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
-
 /// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`; with
 /// `Into`, through redistribute_into, into a view over guarded memory.
 template <class T, int N, std::size_t R, bool Into = false>
 std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
                   std::size_t stride) {
   auto m = sc::make_mesh(c, shape);
-  std::size_t k = 0, cases = 0;
-  for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
-    const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
-    for (std::size_t i = 0; i < layouts.size(); ++i)
-      for (std::size_t j = 0; j < layouts.size(); ++j) {
-        if (k++ % stride != 0) continue;
-        if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;
-        for (const auto& e : extents) {
-          const std::string err = Into ? st::differential_into_case<T>(m, layouts[i], layouts[j], e)
-                                       : st::differential_case<T>(m, layouts[i], layouts[j], e);
-          ++cases;
-          if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
-        }
-      }
-  }
+  std::size_t cases = 0;
+  st::for_each_layout_pair(N, static_cast<int>(R), stride, [&](const sc::runtime_layout& src, const sc::runtime_layout& dst) {
+    for (const auto& e : extents) {
+      const std::string err = Into ? st::differential_into_case<T>(m, src, dst, e) : st::differential_case<T>(m, src, dst, e);
+      ++cases;
+      if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
+    }
+  });
   return cases;
 }
 
