@@ -82,6 +82,8 @@ step() {
 
 { date -u; nvidia-smi || true; nvcc --version || true; nproc; } > "$out/machine.log" 2>&1
 
+source "$root/bench/gpu/programs.sh"  # gpu_tests, gpu_tools
+
 prebuilt=${SHARDCAST_PREBUILT:-}
 if [[ -n "$prebuilt" ]]; then
   prebuilt=$(cd "$prebuilt" && pwd)
@@ -108,8 +110,7 @@ if [[ -n "$prebuilt" ]]; then
   bin_kernels=$prebuilt/bench_kernels
   tool=$prebuilt/shardcast-bench
   : > "$logs/tests.log"
-  for t in cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test \
-           cuda_nccl_test cuda_p2p_test cuda_differential_test; do
+  for t in "${gpu_tests[@]}"; do
     [[ -x "$prebuilt/$t" ]] || { echo "SKIPPED  $t (not in $prebuilt)" | tee -a "$summary"; continue; }
     limit=90
     [[ $t == cuda_differential_test ]] && limit=240  # thousands of whole redistributes
@@ -129,12 +130,12 @@ else
   step configure configure.log 120 cmake "${args[@]}" || { cat "$logs/configure.log"; cat "$summary"; exit 1; }
   grep "shardcast: NCCL" "$logs/configure.log" | tee -a "$summary"
 
-  targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
-           cudahost_index_math_test bench_kernels shardcast-bench)
-  # Targets that exist only when their dependency was found (NCCL; MPI for the bootstrap test):
-  # every gpu-labelled test must be built, or ctest -L gpu reports it as not run.
+  # Every gpu-labelled test that this configuration has must be built, or ctest -L gpu
+  # reports it as not run; some exist only when their dependency was found (NCCL; MPI for
+  # the bootstrap test test_mpi_nccl).
+  targets=("${gpu_tools[@]}")
   help=$(cmake --build "$build" --target help 2>/dev/null)
-  for t in cuda_nccl_test cuda_p2p_test cuda_differential_test test_mpi_nccl; do
+  for t in "${gpu_tests[@]}" test_mpi_nccl; do
     grep -q "^$t:" <<< "$help" && targets+=("$t")
   done
   step build build.log 300 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" -- -k 0 || tail -n 40 "$logs/build.log"

@@ -14,10 +14,10 @@ dir=${1:-$root/.carry/bin}
 build=${SHARDCAST_BUILD_DIR:-$root/build/gpu-pre}
 cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSHARDCAST_ENABLE_MPI=OFF \
       -DSHARDCAST_BUILD_EXAMPLES=OFF -DSHARDCAST_BUILD_TESTS=ON -DSHARDCAST_BUILD_BENCH=ON > /dev/null
-targets=(cuda_kernels_test cuda_reduce_test cuda_elementwise_test cuda_allocator_test cuda_gemm_test
-         cudahost_index_math_test bench_kernels shardcast-bench)
+source "$root/bench/gpu/programs.sh"  # gpu_tests, gpu_tools
+targets=("${gpu_tools[@]}")
 help=$(cmake --build "$build" --target help)
-for t in cuda_nccl_test cuda_p2p_test cuda_differential_test; do
+for t in "${gpu_tests[@]}"; do
   grep -q "^$t:" <<< "$help" && targets+=("$t")
 done
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
