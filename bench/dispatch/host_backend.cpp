@@ -1,0 +1,110 @@
+// Context for bench_dispatch: the static redistribute against the hand-written call on the
+// real host backend, where every collective synchronises the ranks (threads). On the
+// recording backend the library's host work per call is a few nanoseconds; this shows
+// what it is next to a real call. Kept out of bench_dispatch's translation unit, whose
+// instruction counts shift when other instantiations share its helpers.
+//   bench_dispatch_host [ranks] [batches]        (defaults: 2 ranks, 21 batches)
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <shardcast/shardcast.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace sc = shardcast;
+
+namespace {
+/// The same single-collective cases on the real host
+/// backend (threads as ranks, a 1-axis mesh of `ranks`), where every call synchronises the
+/// ranks. Each batch runs 2000 hand-written calls and 2000 static redistributes (in turn
+/// first), on every rank; rank 0 times them. Prints the median time per call over the batches and the ratio:
+/// what the library's host work (a few ns on the recording backend) adds to a real call.
+int run_host_backend(int ranks, int batches) {
+  constexpr int per_batch = 2000;
+  using HM = sc::mesh<1>;
+  using clock = std::chrono::steady_clock;
+  struct timing {
+    std::vector<double> raw, stat;
+  };
+  timing ag, ar;
+  std::atomic<bool> wrong{false};
+  sc::host::run(ranks, [&](sc::host::communicator& c) {
+    HM m = sc::make_mesh(c, std::array<int, 1>{ranks});
+    const std::array<std::int64_t, 2> e{8 * ranks, 8};
+    auto x = sc::empty<sc::layout<sc::shard<0>>, float>(m, e);
+    auto p = sc::empty<sc::layout<sc::partial<>>, float>(m, e);
+    std::fill_n(x.data(), x.local_size(), 1.0f);
+    std::fill_n(p.data(), p.local_size(), 1.0f);
+    const std::size_t n = static_cast<std::size_t>(e[0] * e[1]), piece = x.local_size();
+    auto time = [&](std::vector<double>& out, auto&& call) {
+      m.comm().barrier();
+      const auto t0 = clock::now();
+      for (int i = 0; i < per_batch; ++i) call();
+      const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count() / per_batch;
+      if (c.rank() == 0) out.push_back(ns);
+    };
+    // The results are right (so the timed calls are real ones): the gathered ones, and the
+    // sum of a one from every rank.
+    const auto gy = sc::redistribute<sc::layout<sc::replicate>>(x);
+    const auto ry = sc::redistribute<sc::layout<sc::replicate>>(p);
+    for (std::size_t i = 0; i < n; ++i)
+      if (gy.data()[i] != 1.0f || ry.data()[i] != static_cast<float>(ranks)) wrong = true;
+    auto raw_gather = [&] {
+      auto out = std::make_shared_for_overwrite<float[]>(n);
+      m.comm().all_gather(x.data(), out.get(), piece);
+      benchmark::DoNotOptimize(out.get());
+    };
+    auto static_gather = [&] {
+      auto y = sc::redistribute<sc::layout<sc::replicate>>(x);
+      benchmark::DoNotOptimize(y.data());
+    };
+    auto raw_reduce = [&] {
+      auto out = std::make_shared_for_overwrite<float[]>(n);
+      m.comm().all_reduce(p.data(), out.get(), n, sc::reduce_op::sum);
+      benchmark::DoNotOptimize(out.get());
+    };
+    auto static_reduce = [&] {
+      auto y = sc::redistribute<sc::layout<sc::replicate>>(p);
+      benchmark::DoNotOptimize(y.data());
+    };
+    for (int b = 0; b < batches; ++b) {
+      // Odd batches run the static side first, so neither side always follows the other.
+      if (b % 2 == 0) {
+        time(ag.raw, raw_gather), time(ag.stat, static_gather), time(ar.raw, raw_reduce), time(ar.stat, static_reduce);
+      } else {
+        time(ag.stat, static_gather), time(ag.raw, raw_gather), time(ar.stat, static_reduce), time(ar.raw, raw_reduce);
+      }
+    }
+  });
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::printf("host backend, %d ranks (threads), %d floats, median of %d batches of %d calls:\n", ranks, 64 * ranks, batches, per_batch);
+  for (auto [name, t] : {std::pair<const char*, timing*>{"all_gather", &ag}, {"all_reduce", &ar}}) {
+    const double s = median(t->stat), r = median(t->raw);
+    std::printf("  %-12s static %9.1f ns  hand-written %9.1f ns  ratio %5.3f\n", name, s, r, s / r);
+  }
+  if (wrong) {
+    std::printf("WRONG: a redistribute's result differs from the expected values\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int ranks = argc > 1 ? std::stoi(argv[1]) : 2, batches = argc > 2 ? std::stoi(argv[2]) : 21;
+  if (ranks < 1 || batches < 1) {
+    std::fprintf(stderr, "usage: bench_dispatch_host [ranks >= 1] [batches >= 1]\n");
+    return 2;
+  }
+  return run_host_backend(ranks, batches);
+}
