@@ -3,7 +3,8 @@
 // recording backend the library's host work per call is a few nanoseconds; this shows
 // what it is next to a real call. Kept out of bench_dispatch's translation unit, whose
 // instruction counts shift when other instantiations share its helpers.
-//   bench_dispatch_host [ranks] [batches]        (defaults: 2 ranks, 21 batches)
+//   bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [ranks] [batches]
+//                                                  (defaults: 2 ranks, 21 batches)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -25,7 +26,7 @@ namespace {
 /// ranks. Each batch runs 2000 hand-written calls and 2000 static redistributes (in turn
 /// first), on every rank; rank 0 times them. Prints the median time per call over the batches and the ratio:
 /// what the library's host work (a few ns on the recording backend) adds to a real call.
-int run_host_backend(int ranks, int batches) {
+int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh, bool on_ref) {
   constexpr int per_batch = 2000;
   using HM = sc::mesh<1>;
   using clock = std::chrono::steady_clock;
@@ -39,8 +40,14 @@ int run_host_backend(int ranks, int batches) {
     const std::array<std::int64_t, 2> e{8 * ranks, 8};
     auto x = sc::empty<sc::layout<sc::shard<0>>, float>(m, e);
     auto p = sc::empty<sc::layout<sc::partial<>>, float>(m, e);
+    // --mesh-ref: the static side's tensors live on a mesh_ref (no counted mesh handle).
+    const auto r = m.ref();
+    auto xr = sc::empty<sc::layout<sc::shard<0>>, float>(r, e);
+    auto pr = sc::empty<sc::layout<sc::partial<>>, float>(r, e);
     std::fill_n(x.data(), x.local_size(), 1.0f);
     std::fill_n(p.data(), p.local_size(), 1.0f);
+    std::fill_n(xr.data(), xr.local_size(), 1.0f);
+    std::fill_n(pr.data(), pr.local_size(), 1.0f);
     const std::size_t n = static_cast<std::size_t>(e[0] * e[1]), piece = x.local_size();
     auto time = [&](std::vector<double>& out, auto&& call) {
       m.comm().barrier();
@@ -53,23 +60,44 @@ int run_host_backend(int ranks, int batches) {
     // sum of a one from every rank.
     const auto gy = sc::redistribute<sc::layout<sc::replicate>>(x);
     const auto ry = sc::redistribute<sc::layout<sc::replicate>>(p);
+    const auto gr = sc::redistribute<sc::layout<sc::replicate>>(xr);
+    const auto rr = sc::redistribute<sc::layout<sc::replicate>>(pr);
     for (std::size_t i = 0; i < n; ++i)
-      if (gy.data()[i] != 1.0f || ry.data()[i] != static_cast<float>(ranks)) wrong = true;
+      if (gy.data()[i] != 1.0f || ry.data()[i] != static_cast<float>(ranks) || gr.data()[i] != 1.0f || rr.data()[i] != static_cast<float>(ranks))
+        wrong = true;
     auto raw_gather = [&] {
+      HM keep;  // --raw-copies-mesh: what a result's mesh handle costs (an atomic increment and decrement)
+      if (raw_copies_mesh) keep = m;
+      benchmark::DoNotOptimize(&keep);
       auto out = std::make_shared_for_overwrite<float[]>(n);
       m.comm().all_gather(x.data(), out.get(), piece);
       benchmark::DoNotOptimize(out.get());
     };
     auto static_gather = [&] {
+      if (control) return raw_gather();
+      if (on_ref) {
+        auto y = sc::redistribute<sc::layout<sc::replicate>>(xr);
+        benchmark::DoNotOptimize(y.data());
+        return;
+      }
       auto y = sc::redistribute<sc::layout<sc::replicate>>(x);
       benchmark::DoNotOptimize(y.data());
     };
     auto raw_reduce = [&] {
+      HM keep;
+      if (raw_copies_mesh) keep = m;
+      benchmark::DoNotOptimize(&keep);
       auto out = std::make_shared_for_overwrite<float[]>(n);
       m.comm().all_reduce(p.data(), out.get(), n, sc::reduce_op::sum);
       benchmark::DoNotOptimize(out.get());
     };
     auto static_reduce = [&] {
+      if (control) return raw_reduce();
+      if (on_ref) {
+        auto y = sc::redistribute<sc::layout<sc::replicate>>(pr);
+        benchmark::DoNotOptimize(y.data());
+        return;
+      }
       auto y = sc::redistribute<sc::layout<sc::replicate>>(p);
       benchmark::DoNotOptimize(y.data());
     };
@@ -86,7 +114,11 @@ int run_host_backend(int ranks, int batches) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
   };
-  std::printf("host backend, %d ranks (threads), %d floats, median of %d batches of %d calls:\n", ranks, 64 * ranks, batches, per_batch);
+  std::printf("host backend, %d ranks (threads), %d floats, median of %d batches of %d calls%s:\n", ranks, 64 * ranks, batches, per_batch,
+              control           ? " (--control: the static side runs the hand-written calls too)"
+              : raw_copies_mesh ? " (--raw-copies-mesh: the hand-written side also copies the mesh handle)"
+              : on_ref          ? " (--mesh-ref: the static side's tensors live on a mesh_ref)"
+                                : "");
   for (auto [name, t] : {std::pair<const char*, timing*>{"all_gather", &ag}, {"all_reduce", &ar}}) {
     const double s = median(t->stat), r = median(t->raw);
     std::printf("  %-12s static %9.1f ns  hand-written %9.1f ns  ratio %5.3f\n", name, s, r, s / r);
@@ -101,10 +133,18 @@ int run_host_backend(int ranks, int batches) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int ranks = argc > 1 ? std::stoi(argv[1]) : 2, batches = argc > 2 ? std::stoi(argv[2]) : 21;
+  // --control: both sides run the hand-written calls, so the ratio shows the harness' own bias.
+  // --raw-copies-mesh: the hand-written side also copies (and drops) the mesh handle, as a
+  // result of redistribute does.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const bool control = std::erase(args, std::string("--control")) > 0;
+  const bool raw_copies_mesh = std::erase(args, std::string("--raw-copies-mesh")) > 0;
+  // --mesh-ref: the static side's tensors live on a mesh_ref.
+  const bool on_ref = std::erase(args, std::string("--mesh-ref")) > 0;
+  const int ranks = args.size() > 0 ? std::stoi(args[0]) : 2, batches = args.size() > 1 ? std::stoi(args[1]) : 21;
   if (ranks < 1 || batches < 1) {
-    std::fprintf(stderr, "usage: bench_dispatch_host [ranks >= 1] [batches >= 1]\n");
+    std::fprintf(stderr, "usage: bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [ranks >= 1] [batches >= 1]\n");
     return 2;
   }
-  return run_host_backend(ranks, batches);
+  return run_host_backend(ranks, batches, control, raw_copies_mesh, on_ref);
 }

@@ -3,6 +3,7 @@
 /// `mesh<N, Comm>`: N axes of runtime sizes over a communicator, rank <-> coordinate
 /// row-major (axis 0 outermost), one sub-communicator per axis made at construction,
 /// and flattened sub-communicators over several axes made on first use and cached.
+/// `mesh_ref<N, Comm>` (`m.ref()`): the same mesh through a handle that does not keep it alive.
 ///
 /// @code
 ///   auto m = shardcast::make_mesh(comm, std::array<int, 2>{2, 2});  // 4 ranks: (0,0) (0,1) (1,0) (1,1)
@@ -22,21 +23,105 @@
 
 namespace shardcast {
 
-/// A handle on an N-axis mesh of ranks (cheap to copy; copies share sub-communicators).
-/// @tparam N number of mesh axes
-/// @tparam Comm the communicator backend
-template <int N, communicator Comm = host::communicator>
-class mesh {
-  static_assert(N >= 1 && N <= SHARDCAST_MAX_AXES, "shardcast::mesh<N>: N must be between 1 and SHARDCAST_MAX_AXES.");
+namespace detail {
+/// What a mesh's handles share: the communicator, the shape, this rank's coordinates, the
+/// sub-communicators and the per-rank cache of redistribute.
+template <int N, class Comm>
+struct mesh_state {
+  explicit mesh_state(Comm c) : comm(std::move(c)) {}
+  Comm comm;
+  std::array<int, N> shape{};
+  std::array<int, N> coords{};
+  std::array<std::unique_ptr<Comm>, N> axis{};
+  std::map<unsigned, std::unique_ptr<Comm>> groups;
+  rank_cache cache;
 
+  /// The flattened sub-communicator over the axes in `mask` (collective: a split).
+  Comm make_group(unsigned mask) const {
+    int color_coord[N], key = 0;
+    for (int a = 0; a < N; ++a) {
+      const bool in = mask >> a & 1u;
+      color_coord[a] = in ? 0 : coords[static_cast<std::size_t>(a)];
+      if (in) key = key * shape[static_cast<std::size_t>(a)] + coords[static_cast<std::size_t>(a)];
+    }
+    return comm.split(coord_to_rank(color_coord, shape.data(), N), key);
+  }
+};
+
+/// The interface `mesh` and `mesh_ref` share, over `Self::state()` (a `mesh_state*`).
+template <class Self, int N, class Comm>
+class mesh_interface {
  public:
   using comm_type = Comm;
   using memory_space = typename Comm::memory_space;
   using stream_type = typename Comm::stream_type;
   static constexpr int naxes = N;
 
+  int size(int axis) const { return st().shape[static_cast<std::size_t>(axis)]; }
+  const std::array<int, N>& shape() const { return st().shape; }
+  int coord(int axis) const { return st().coords[static_cast<std::size_t>(axis)]; }
+  const std::array<int, N>& coords() const { return st().coords; }
+  int rank() const { return st().comm.rank(); }
+  int nranks() const { return st().comm.size(); }
+
+  /// The communicator of the whole mesh.
+  Comm& comm() const { return st().comm; }
+  /// The sub-communicator of one axis (ranks that differ only in that coordinate).
+  Comm& axis_comm(int axis) const { return *st().axis[static_cast<std::size_t>(axis)]; }
+  /// The flattened sub-communicator over the axes in `mask` (bit a = axis a), ranks
+  /// ordered row-major over those axes. Collective the first time a mask is used.
+  Comm& group_comm(unsigned mask) const {
+    const unsigned all = (1u << N) - 1u;
+    if (mask == all) return st().comm;
+    if ((mask & (mask - 1u)) == 0u) return axis_comm(__builtin_ctz(mask));
+    auto& groups = st().groups;
+    auto it = groups.find(mask);
+    if (it == groups.end()) it = groups.emplace(mask, std::make_unique<Comm>(st().make_group(mask))).first;
+    return *it->second;
+  }
+
+  /// Internal to shardcast: what redistribute keeps on this rank between calls (plan
+  /// geometry, staging arena, pool of large result blocks; see detail/rank_cache.hpp).
+  /// Like the communicator, a mesh is used by one thread at a time.
+  rank_cache& cache() const { return st().cache; }
+
+  /// Host memory this rank's redistributes keep between calls: released results waiting
+  /// in the result pool for a later result of the same size, and the staging arena.
+  std::size_t cached_bytes() const { return st().cache.results.free_bytes() + st().cache.arena.capacity(); }
+  /// Frees that memory (live tensors are untouched; later calls allocate again). Plans
+  /// and their geometry stay cached. Not collective.
+  void release_cached_memory() const {
+    st().cache.results.release();
+    st().cache.arena.release();
+  }
+  /// At most `bytes` of released results wait per rank for reuse (default
+  /// SHARDCAST_RESULT_POOL_BYTES, 512 MiB); 0 frees every result when its last owner lets
+  /// go. Frees the oldest waiting blocks beyond the new limit. Copies of this mesh share it.
+  void set_result_pool_limit(std::size_t bytes) const { st().cache.results.set_limit(bytes); }
+  std::size_t result_pool_limit() const { return st().cache.results.limit(); }
+
+  /// Handles on the same mesh (made by one make_mesh) compare equal.
+  friend bool operator==(const Self& a, const Self& b) { return a.state() == b.state(); }
+
+ private:
+  mesh_state<N, Comm>& st() const { return *static_cast<const Self&>(*this).state(); }
+};
+}  // namespace detail
+
+template <int N, communicator Comm>
+class mesh_ref;
+
+/// A handle on an N-axis mesh of ranks (cheap to copy; copies share sub-communicators).
+/// Every tensor on the mesh holds such a handle, so the mesh lives as long as any of them.
+/// @tparam N number of mesh axes
+/// @tparam Comm the communicator backend
+template <int N, communicator Comm = host::communicator>
+class mesh : public detail::mesh_interface<mesh<N, Comm>, N, Comm> {
+  static_assert(N >= 1 && N <= SHARDCAST_MAX_AXES, "shardcast::mesh<N>: N must be between 1 and SHARDCAST_MAX_AXES.");
+
+ public:
   mesh() = default;
-  mesh(Comm comm, const std::array<int, N>& shape) : s_(std::make_shared<state>(std::move(comm))) {
+  mesh(Comm comm, const std::array<int, N>& shape) : s_(std::make_shared<detail::mesh_state<N, Comm>>(std::move(comm))) {
     long long prod = 1;
     std::string text;
     for (int a = 0; a < N; ++a) {
@@ -52,75 +137,45 @@ class mesh {
                          std::to_string(s_->comm.size()) + "; choose a shape whose product is the communicator size");
     s_->shape = shape;
     rank_to_coord(s_->comm.rank(), shape.data(), N, s_->coords.data());
-    for (int a = 0; a < N; ++a) s_->axis[static_cast<std::size_t>(a)] = std::make_unique<Comm>(make_group(1u << a));
+    for (int a = 0; a < N; ++a) s_->axis[static_cast<std::size_t>(a)] = std::make_unique<Comm>(s_->make_group(1u << a));
   }
 
-  int size(int axis) const { return s_->shape[static_cast<std::size_t>(axis)]; }
-  const std::array<int, N>& shape() const { return s_->shape; }
-  int coord(int axis) const { return s_->coords[static_cast<std::size_t>(axis)]; }
-  const std::array<int, N>& coords() const { return s_->coords; }
-  int rank() const { return s_->comm.rank(); }
-  int nranks() const { return s_->comm.size(); }
+  /// A handle that does not keep the mesh alive (see mesh_ref).
+  mesh_ref<N, Comm> ref() const { return mesh_ref<N, Comm>(*this); }
 
-  /// The communicator of the whole mesh.
-  Comm& comm() const { return s_->comm; }
-  /// The sub-communicator of one axis (ranks that differ only in that coordinate).
-  Comm& axis_comm(int axis) const { return *s_->axis[static_cast<std::size_t>(axis)]; }
-  /// The flattened sub-communicator over the axes in `mask` (bit a = axis a), ranks
-  /// ordered row-major over those axes. Collective the first time a mask is used.
-  Comm& group_comm(unsigned mask) const {
-    const unsigned all = (1u << N) - 1u;
-    if (mask == all) return s_->comm;
-    if ((mask & (mask - 1u)) == 0u) return axis_comm(__builtin_ctz(mask));
-    auto it = s_->groups.find(mask);
-    if (it == s_->groups.end()) it = s_->groups.emplace(mask, std::make_unique<Comm>(make_group(mask))).first;
-    return *it->second;
-  }
-
-  /// Internal to shardcast: what redistribute keeps on this rank between calls (plan
-  /// geometry, staging arena, pool of large result blocks; see detail/rank_cache.hpp).
-  /// Like the communicator, a mesh is used by one thread at a time.
-  detail::rank_cache& cache() const { return s_->cache; }
-
-  /// Host memory this rank's redistributes keep between calls: released results waiting
-  /// in the result pool for a later result of the same size, and the staging arena.
-  std::size_t cached_bytes() const { return s_->cache.results.free_bytes() + s_->cache.arena.capacity(); }
-  /// Frees that memory (live tensors are untouched; later calls allocate again). Plans
-  /// and their geometry stay cached. Not collective.
-  void release_cached_memory() const {
-    s_->cache.results.release();
-    s_->cache.arena.release();
-  }
-  /// At most `bytes` of released results wait per rank for reuse (default
-  /// SHARDCAST_RESULT_POOL_BYTES, 512 MiB); 0 frees every result when its last owner lets
-  /// go. Frees the oldest waiting blocks beyond the new limit. Copies of this mesh share it.
-  void set_result_pool_limit(std::size_t bytes) const { s_->cache.results.set_limit(bytes); }
-  std::size_t result_pool_limit() const { return s_->cache.results.limit(); }
-
-  friend bool operator==(const mesh& a, const mesh& b) { return a.s_ == b.s_; }
+  /// Internal: the shared state.
+  detail::mesh_state<N, Comm>* state() const { return s_.get(); }
 
  private:
-  struct state {
-    explicit state(Comm c) : comm(std::move(c)) {}
-    Comm comm;
-    std::array<int, N> shape{};
-    std::array<int, N> coords{};
-    std::array<std::unique_ptr<Comm>, N> axis{};
-    std::map<unsigned, std::unique_ptr<Comm>> groups;
-    detail::rank_cache cache;
-  };
+  std::shared_ptr<detail::mesh_state<N, Comm>> s_;
+};
 
-  Comm make_group(unsigned mask) const {
-    int color_coord[N], key = 0;
-    for (int a = 0; a < N; ++a) {
-      const bool in = mask >> a & 1u;
-      color_coord[a] = in ? 0 : s_->coords[static_cast<std::size_t>(a)];
-      if (in) key = key * s_->shape[static_cast<std::size_t>(a)] + s_->coords[static_cast<std::size_t>(a)];
-    }
-    return s_->comm.split(coord_to_rank(color_coord, s_->shape.data(), N), key);
-  }
+/// A handle on a mesh that does not keep it alive: copying or dropping one touches no
+/// reference count. Tensors made on a `mesh_ref` (by distribute, empty, make_view, and
+/// every result computed from them) hold a mesh_ref, so they cost no atomic operations
+/// for their mesh in a threaded program (a static redistribute's result saves an atomic
+/// increment and decrement, see docs/01_layouts.md "Host overhead"). In exchange, the
+/// `mesh` it was made from (or a copy of it) must outlive every such handle and tensor,
+/// as a std::string must outlive a std::string_view of it.
+///
+/// @code
+///   auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+///   auto r = m.ref();                                        // m outlives r and its tensors
+///   auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(r, std::span<const float>(g), ext);
+///   auto y = sc::redistribute<sc::layout<sc::replicate, sc::replicate>>(x);   // y holds r
+/// @endcode
+/// Tensors on `m` and on `m.ref()` have different types and do not mix.
+template <int N, communicator Comm = host::communicator>
+class mesh_ref : public detail::mesh_interface<mesh_ref<N, Comm>, N, Comm> {
+ public:
+  mesh_ref() = default;
+  explicit mesh_ref(const mesh<N, Comm>& m) : s_(m.state()) {}
 
-  std::shared_ptr<state> s_;
+  /// Internal: the shared state.
+  detail::mesh_state<N, Comm>* state() const { return s_; }
+
+ private:
+  detail::mesh_state<N, Comm>* s_ = nullptr;
 };
 
 /// Builds a mesh over `comm`. Throws layout_error if the product of `shape` differs from comm.size().

@@ -191,7 +191,7 @@ class overlap_context {
  private:
   friend struct detail::overlap_access;
   Mesh mesh_;
-  Mesh own_;  ///< the duplicate: same shape and ranks, its own communicators
+  shardcast::mesh<Mesh::naxes, typename Mesh::comm_type> own_;  ///< the duplicate: same shape and ranks, its own communicators (owned also when Mesh is a mesh_ref)
   std::unique_ptr<detail::comm_worker> worker_;  // last: joined before own_ goes away
 };
 
