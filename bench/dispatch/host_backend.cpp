@@ -65,42 +65,28 @@ int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh,
     for (std::size_t i = 0; i < n; ++i)
       if (gy.data()[i] != 1.0f || ry.data()[i] != static_cast<float>(ranks) || gr.data()[i] != 1.0f || rr.data()[i] != static_cast<float>(ranks))
         wrong = true;
-    auto raw_gather = [&] {
+    // The hand-written side: allocate the output, then the raw call `call(out)`.
+    auto hand_written = [&](auto&& call) {
       HM keep;  // --raw-copies-mesh: what a result's mesh handle costs (an atomic increment and decrement)
       if (raw_copies_mesh) keep = m;
       benchmark::DoNotOptimize(&keep);
       auto out = std::make_shared_for_overwrite<float[]>(n);
-      m.comm().all_gather(x.data(), out.get(), piece);
+      call(out.get());
       benchmark::DoNotOptimize(out.get());
     };
-    auto static_gather = [&] {
-      if (control) return raw_gather();
-      if (on_ref) {
-        auto y = sc::redistribute<sc::layout<sc::replicate>>(xr);
+    // The static side: redistribute to replicate from `t` (on the mesh) or `tr` (on its mesh_ref).
+    auto redistributed = [&](const auto& t, const auto& tr) {
+      auto run = [](const auto& in) {
+        auto y = sc::redistribute<sc::layout<sc::replicate>>(in);
         benchmark::DoNotOptimize(y.data());
-        return;
-      }
-      auto y = sc::redistribute<sc::layout<sc::replicate>>(x);
-      benchmark::DoNotOptimize(y.data());
+      };
+      if (on_ref) run(tr);
+      else run(t);
     };
-    auto raw_reduce = [&] {
-      HM keep;
-      if (raw_copies_mesh) keep = m;
-      benchmark::DoNotOptimize(&keep);
-      auto out = std::make_shared_for_overwrite<float[]>(n);
-      m.comm().all_reduce(p.data(), out.get(), n, sc::reduce_op::sum);
-      benchmark::DoNotOptimize(out.get());
-    };
-    auto static_reduce = [&] {
-      if (control) return raw_reduce();
-      if (on_ref) {
-        auto y = sc::redistribute<sc::layout<sc::replicate>>(pr);
-        benchmark::DoNotOptimize(y.data());
-        return;
-      }
-      auto y = sc::redistribute<sc::layout<sc::replicate>>(p);
-      benchmark::DoNotOptimize(y.data());
-    };
+    auto raw_gather = [&] { hand_written([&](float* out) { m.comm().all_gather(x.data(), out, piece); }); };
+    auto raw_reduce = [&] { hand_written([&](float* out) { m.comm().all_reduce(p.data(), out, n, sc::reduce_op::sum); }); };
+    auto static_gather = [&] { control ? raw_gather() : redistributed(x, xr); };
+    auto static_reduce = [&] { control ? raw_reduce() : redistributed(p, pr); };
     for (int b = 0; b < batches; ++b) {
       // Odd batches run the static side first, so neither side always follows the other.
       if (b % 2 == 0) {
