@@ -37,7 +37,8 @@ using failures = shardcast::testing::failures;
 // The Megatron pair on `shape` with parallel axes `Axes`: X[t,in] -> fc1 -> relu -> fc2 -> Y[t,out],
 // then backward from dY. Every output and gradient is gathered (to_global, collective) and
 // compared with the global reference.
-template <class Axes, std::size_t N>
+// With OnRef, every tensor lives on the mesh's mesh_ref (a handle that keeps nothing alive).
+template <class Axes, std::size_t N, bool OnRef = false>
 void check_pair(std::array<int, N> shape, i64 t, i64 in, i64 hid, i64 out) {
   using T = double;
   INFO("mesh " << shape[0] << "x" << (N > 1 ? shape[1] : 1) << (N > 2 ? "x" + std::to_string(shape[N - 1]) : std::string()) << " tp "
@@ -62,8 +63,12 @@ void check_pair(std::array<int, N> shape, i64 t, i64 in, i64 hid, i64 out) {
   for (int s : shape) nranks *= s;
   failures bad;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
-    auto mesh = sc::make_mesh(comm, shape);
-    using Mesh = decltype(mesh);
+    auto owner = sc::make_mesh(comm, shape);
+    const auto mesh = [&] {
+      if constexpr (OnRef) return owner.ref();
+      else return owner;
+    }();
+    using Mesh = std::remove_const_t<decltype(mesh)>;
     using col_t = nn::column_parallel_linear<T, Mesh, Axes>;
     using row_t = nn::row_parallel_linear<T, Mesh, Axes>;
     using L = nn::layouts<Axes, Mesh::naxes>;
@@ -130,6 +135,11 @@ void pair_on_2d_meshes() {
 
 TEST_CASE("nn: column -> relu -> row, tensor parallel, forward and backward match the global computation") {
   pair_on_2d_meshes<nn::tensor_parallel>();
+}
+
+TEST_CASE("nn: column -> relu -> row on a mesh_ref, forward and backward match the global computation") {
+  check_pair<nn::tensor_parallel<1, 0>, 2, true>({2, 2}, 7, 5, 5, 3);
+  check_pair<nn::sequence_parallel<1, 0>, 2, true>({2, 2}, 7, 5, 5, 3);
 }
 
 TEST_CASE("nn: column -> relu -> row, sequence parallel, forward and backward match the global computation") {
