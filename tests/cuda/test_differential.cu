@@ -4,7 +4,8 @@
 // the single-rank reference (tests/common/differential.hpp), and check that the input is
 // unchanged. Every layout pair on 1-axis meshes (float, double, int32, int64) and on 2-axis
 // meshes (float, int64), every reduce op, extents divisible, uneven and empty; on the p2p
-// backend with 2, 3 and 4 ranks sharing GPU 0, and on NCCL with every visible GPU.
+// backend with 2, 3 and 4 ranks sharing GPU 0 (and on a mesh_ref of a 2x2 mesh), and on
+// NCCL with every visible GPU.
 #include <doctest/doctest.h>
 
 #include <shardcast/comm/nccl.hpp>
@@ -43,10 +44,15 @@ struct outcome {
 };
 
 // Every pair of layouts of rank-R tensors on an N-axis mesh over `c`
-// (st::for_each_layout_pair with stride 1), on one stream.
-template <class T, int N, std::size_t R, class Comm>
+// (st::for_each_layout_pair with stride 1), on one stream; with OnRef, on the mesh's
+// mesh_ref (a handle that keeps nothing alive).
+template <class T, int N, std::size_t R, class Comm, bool OnRef = false>
 void sweep(Comm& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, outcome& out) {
-  auto m = sc::make_mesh(c, shape);
+  auto owner = sc::make_mesh(c, shape);
+  const auto m = [&] {
+    if constexpr (OnRef) return owner.ref();
+    else return owner;
+  }();
   cudaStream_t s;
   SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
   std::size_t mine = 0;
@@ -89,6 +95,12 @@ TEST_CASE_TEMPLATE("p2p (4 ranks on GPU 0): every layout pair on 2-axis meshes m
     sweep<T, 2, 1>(c, {4, 1}, {{{11}}, {{4}}}, out);
   });
   sc::p2p::run(3, {0}, [&](sc::p2p::communicator& c) { sweep<T, 2, 2>(c, {3, 1}, {{{5, 6}}, {{2, 1}}}, out); });
+  out.report();
+}
+
+TEST_CASE("p2p (4 ranks on GPU 0): every layout pair on a 2x2 mesh_ref matches the reference" * doctest::skip(no_device())) {
+  outcome out;
+  sc::p2p::run(4, {0}, [&](sc::p2p::communicator& c) { sweep<float, 2, 2, sc::p2p::communicator, true>(c, {2, 2}, {{{5, 6}}, {{0, 3}}}, out); });
   out.report();
 }
 
