@@ -21,11 +21,29 @@ struct failures {
     std::lock_guard lk(mu);
     if (list.size() < kept) list.push_back(s);
   }
-  void add(int rank, const std::string& what) { add("rank " + std::to_string(rank) + ": " + what); }
+  /// The same, prefixed with the rank (also nothing when `what` is empty).
+  void add(int rank, const std::string& what) {
+    if (!what.empty()) add("rank " + std::to_string(rank) + ": " + what);
+  }
   /// On the test thread, after the ranks have finished.
   void report() {
     for (auto& s : list) FAIL_CHECK(s);
     CHECK(list.empty());
+  }
+};
+
+/// failures, and how many cases the ranks of a sweep ran (a sweep must run at least one).
+struct sweep_outcome : failures {
+  std::size_t cases = 0;
+  /// Adds `n` cases (from rank 0 of each run, so that each case counts once).
+  void count(std::size_t n) {
+    std::lock_guard lk(mu);
+    cases += n;
+  }
+  void report() {
+    failures::report();
+    CHECK(cases > 0);
+    MESSAGE(cases << " cases");
   }
 };
 

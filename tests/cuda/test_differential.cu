@@ -14,11 +14,11 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "common/differential.hpp"
+#include "common/failures.hpp"
 #include "cuda_testing.hpp"
 
 namespace sc = shardcast;
@@ -27,21 +27,7 @@ using shardcast_test::no_device;
 
 namespace {
 
-struct outcome {
-  std::mutex mu;
-  std::vector<std::string> failures;
-  std::size_t cases = 0;
-  void fail(int rank, const std::string& e) {
-    std::lock_guard lk(mu);
-    if (failures.size() < 20) failures.push_back("rank " + std::to_string(rank) + ": " + e);
-  }
-  void report() {
-    for (auto& f : failures) FAIL_CHECK(f);
-    CHECK(failures.empty());
-    CHECK(cases > 0);
-    MESSAGE(cases << " cases");
-  }
-};
+using outcome = st::sweep_outcome;
 
 // Every pair of layouts of rank-R tensors on an N-axis mesh over `c`
 // (st::for_each_layout_pair with stride 1), on one stream; with OnRef, on the mesh's
@@ -60,15 +46,12 @@ void sweep(Comm& c, const std::array<int, N>& shape, const std::vector<std::arra
     for (const auto& e : extents) {
       const std::string err = st::differential_case<T>(m, src, dst, e, s);
       ++mine;
-      if (!err.empty()) out.fail(c.rank(), err);
+      out.add(c.rank(), err);
     }
   });
   SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
   SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
-  if (c.rank() == 0) {
-    std::lock_guard lk(out.mu);
-    out.cases += mine;
-  }
+  if (c.rank() == 0) out.count(mine);
 }
 
 template <class T, class Comm>

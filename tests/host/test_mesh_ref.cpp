@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <array>
-#include <mutex>
 #include <shardcast/ops/overlap.hpp>
 #include <shardcast/shardcast.hpp>
 #include <string>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "common/differential.hpp"
+#include "common/failures.hpp"
 
 namespace sc = shardcast;
 namespace st = shardcast::testing;
@@ -19,28 +19,21 @@ namespace st = shardcast::testing;
 namespace {
 /// Every layout pair (rank-2 tensors, every reduce op) on `shape`, through m.ref().
 template <class T, int N>
-std::vector<std::string> sweep_on_ref(const std::array<int, N>& shape, std::size_t& cases) {
+void sweep_on_ref(const std::array<int, N>& shape, st::sweep_outcome& out) {
   int nranks = 1;
   for (int s : shape) nranks *= s;
-  std::vector<std::string> failures;
-  std::mutex mu;
   sc::host::run(nranks, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, shape);
     const auto r = m.ref();
     std::size_t mine = 0;
     st::for_each_layout_pair(N, 2, 1, [&](const sc::runtime_layout& a, const sc::runtime_layout& b) {
       for (const auto& e : {std::array<std::int64_t, 2>{5, 3}, std::array<std::int64_t, 2>{0, 4}, std::array<std::int64_t, 2>{8, 6}}) {
-        const std::string err = st::differential_case<T>(r, a, b, e);
+        out.add(c.rank(), st::differential_case<T>(r, a, b, e));
         ++mine;
-        if (!err.empty()) {
-          std::lock_guard lk(mu);
-          if (failures.size() < 20) failures.push_back("rank " + std::to_string(c.rank()) + ": " + err);
-        }
       }
     });
-    if (c.rank() == 0) cases += mine;
+    if (c.rank() == 0) out.count(mine);
   });
-  return failures;
 }
 
 std::vector<float> iota_global(std::int64_t n) {
@@ -60,29 +53,22 @@ std::vector<float> product(const std::vector<float>& a, const std::vector<float>
 }  // namespace
 
 TEST_CASE_TEMPLATE("every layout pair on a mesh_ref matches the reference", T, float, std::int64_t) {
-  std::size_t cases = 0;
-  std::vector<std::string> failures = sweep_on_ref<T, 1>({3}, cases);
-  const std::vector<std::string> more = sweep_on_ref<T, 2>({2, 2}, cases);
-  failures.insert(failures.end(), more.begin(), more.end());
-  for (const auto& f : failures) FAIL_CHECK(f);
-  CHECK(failures.empty());
-  CHECK(cases > 0);
-  MESSAGE(cases << " cases");
+  st::sweep_outcome out;
+  sweep_on_ref<T, 1>({3}, out);
+  sweep_on_ref<T, 2>({2, 2}, out);
+  out.report();
 }
 
 TEST_CASE("static redistributes on a mesh_ref: results live on the mesh_ref and match the reference") {
   // A chain through every kind of collective, on a 2x2 mesh with uneven extents.
   const std::array<std::int64_t, 2> ext{7, 5};
   const std::vector<float> g = iota_global(35);
-  std::vector<std::string> failures;
-  std::mutex mu;
+  st::failures bad;
   sc::host::run(4, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
     const sc::mesh_ref<2> r = m.ref();
     auto note = [&](const std::string& what, bool ok) {
-      if (ok) return;
-      std::lock_guard lk(mu);
-      failures.push_back("rank " + std::to_string(c.rank()) + ": " + what);
+      if (!ok) bad.add(c.rank(), what);
     };
     auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(r, std::span<const float>(g), ext);
     static_assert(std::is_same_v<decltype(x)::mesh_type, sc::mesh_ref<2>>);
@@ -112,23 +98,19 @@ TEST_CASE("static redistributes on a mesh_ref: results live on the mesh_ref and 
     sc::redistribute_into(q, out);
     note("redistribute_into", sc::to_global(out) == g);
   });
-  for (const auto& f : failures) FAIL_CHECK(f);
-  CHECK(failures.empty());
+  bad.report();
 }
 
 TEST_CASE("matmul and the overlapped all_gather_matmul on a mesh_ref match the reference") {
   constexpr int M = 7, K = 4, N = 6;
   const std::vector<float> a = iota_global(M * K), b = iota_global(K * N);
   const std::vector<float> want = product(a, b, M, K, N);
-  std::vector<std::string> failures;
-  std::mutex mu;
+  st::failures bad;
   sc::host::run(2, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, std::array<int, 1>{2});
     const auto r = m.ref();
     auto note = [&](const std::string& what, bool ok) {
-      if (ok) return;
-      std::lock_guard lk(mu);
-      failures.push_back("rank " + std::to_string(c.rank()) + ": " + what);
+      if (!ok) bad.add(c.rank(), what);
     };
     const std::array<std::int64_t, 2> ea{M, K}, eb{K, N};
     // Row-parallel A times a replicated B: rows of C.
@@ -143,8 +125,7 @@ TEST_CASE("matmul and the overlapped all_gather_matmul on a mesh_ref match the r
     auto dy = sc::all_gather_matmul<0>(ctx, da, dw, 2);
     note("all_gather_matmul", sc::to_global(dy) == want);
   });
-  for (const auto& f : failures) FAIL_CHECK(f);
-  CHECK(failures.empty());
+  bad.report();
 }
 
 TEST_CASE("mesh_ref: handles of one mesh compare equal, of another mesh not") {

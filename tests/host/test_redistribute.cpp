@@ -12,7 +12,7 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
+using st::all_reduce_ops;
 
 template <class T, int N, std::size_t R>
 void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, std::size_t stride,
@@ -24,14 +24,14 @@ void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::in
   sc::host::run(nranks, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, shape);
     std::size_t k = 0, mine = 0;
-    for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
-      const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
+    for (std::size_t oi = 0; oi < std::size(all_reduce_ops); ++oi) {
+      const auto layouts = st::all_layouts(N, static_cast<int>(R), all_reduce_ops[oi]);
       for (std::size_t i = 0; i < layouts.size(); ++i)
         for (std::size_t j = 0; j < layouts.size(); ++j) {
           // Each op covers a different slice of the pairs; together every pair is covered
           // (stride 1) or a deterministic sample of them.
-          if (k++ % (stride * std::size(all_ops)) != oi * stride % (stride * std::size(all_ops)) && stride > 1) continue;
-          if (stride == 1 && (i * layouts.size() + j) % std::size(all_ops) != oi && N > 1) continue;
+          if (k++ % (stride * std::size(all_reduce_ops)) != oi * stride % (stride * std::size(all_reduce_ops)) && stride > 1) continue;
+          if (stride == 1 && (i * layouts.size() + j) % std::size(all_reduce_ops) != oi && N > 1) continue;
           for (const auto& e : extents) {
             std::string err = st::differential_case<T>(m, layouts[i], layouts[j], e);
             ++mine;

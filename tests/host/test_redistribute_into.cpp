@@ -5,7 +5,6 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
-#include <mutex>
 #include <shardcast/shardcast.hpp>
 #include <string>
 #include <vector>
@@ -17,42 +16,31 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
-
-/// Failures from every rank, and the number of cases rank 0 ran.
-struct failures : st::failures {
-  std::size_t cases = 0;
-};
 
 using st::guarded;
 using st::snapshot;
 
 template <class T, int N, std::size_t R>
-void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, failures& f) {
+void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, st::sweep_outcome& f) {
   int nranks = 1;
   for (int s : shape) nranks *= s;
   sc::host::run(nranks, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, shape);
     std::size_t mine = 0;
-    for (std::size_t oi = 0; oi < std::size(all_ops); ++oi) {
-      const auto layouts = st::all_layouts(N, static_cast<int>(R), all_ops[oi]);
-      for (std::size_t i = 0; i < layouts.size(); ++i)
-        for (std::size_t j = 0; j < layouts.size(); ++j) {
-          if (N > 1 && (i * layouts.size() + j) % std::size(all_ops) != oi) continue;  // each op covers a slice of the pairs
-          for (const auto& e : extents) {
-            f.add(st::differential_into_case<T>(m, layouts[i], layouts[j], e));
-            ++mine;
-          }
-        }
-    }
-    if (c.rank() == 0) f.cases += mine;
+    st::for_each_layout_pair(N, static_cast<int>(R), 1, [&](const sc::runtime_layout& src, const sc::runtime_layout& dst) {
+      for (const auto& e : extents) {
+        f.add(st::differential_into_case<T>(m, src, dst, e));
+        ++mine;
+      }
+    });
+    if (c.rank() == 0) f.count(mine);
   });
 }
 
 /// distribute<From>, then redistribute_into<To> twice (the second time with the plan's
 /// geometry cached) into one guarded view; also into an owning `empty` output.
 template <class From, class To, class T, int N, std::size_t R>
-void static_case(const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, failures& f) {
+void static_case(const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, st::sweep_outcome& f) {
   int nranks = 1;
   for (int s : shape) nranks *= s;
   sc::host::run(nranks, [&](sc::host::communicator& c) {
@@ -79,25 +67,24 @@ void static_case(const std::array<int, N>& shape, const std::array<std::int64_t,
     f.add(st::check_against_reference(z, g));
     if (z.data() != zdata) f.add(what + "the owning output changed its storage");
     if (snapshot(x) != before) f.add(what + "the input was modified");
-    if (c.rank() == 0) f.cases += 3;
+    if (c.rank() == 0) f.count(3);
   });
 }
 }  // namespace
 
 TEST_CASE_TEMPLATE("redistribute_into matches the reference for every layout pair on 1- and 2-axis meshes", T, float, std::int64_t) {
-  failures f;
+  st::sweep_outcome f;
   for (int n : {1, 3, 4}) {
     sweep<T, 1, 1>({n}, {{{7}}, {{2}}, {{0}}}, f);
     sweep<T, 1, 2>({n}, {{{5, 3}}, {{2, 7}}}, f);
   }
   for (auto shape : {std::array<int, 2>{2, 2}, std::array<int, 2>{2, 3}}) sweep<T, 2, 2>(shape, {{{5, 6}}, {{3, 1}}, {{0, 3}}}, f);
   f.report();
-  MESSAGE(f.cases << " cases");
 }
 
 TEST_CASE("static redistribute_into runs each kind of plan into the output's memory") {
   using namespace sc;
-  failures f;
+  st::sweep_outcome f;
   using S0_R = layout<shard<0>, replicate>;
   using R_R = layout<replicate, replicate>;
   using P_R = layout<partial<>, replicate>;
@@ -119,11 +106,10 @@ TEST_CASE("static redistribute_into runs each kind of plan into the output's mem
   static_case<S0_R, R_R, float, 2, 2>({4, 1}, {2, 3}, f);
   static_case<S0_R, S0_R, float, 2, 2>({2, 2}, {5, 4}, f);
   f.report();
-  MESSAGE(f.cases << " cases");
 }
 
 TEST_CASE("redistribute_into between a static and a dynamic layout runs the dynamic form") {
-  failures f;
+  st::failures f;
   sc::host::run(4, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
     using D = sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)>;
@@ -151,7 +137,7 @@ TEST_CASE("redistribute_into between a static and a dynamic layout runs the dyna
 }
 
 TEST_CASE("redistribute_into to the same layout in place leaves the piece as it is") {
-  failures f;
+  st::failures f;
   using L = sc::layout<sc::shard<0>, sc::replicate>;
   sc::host::run(4, [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
@@ -169,7 +155,7 @@ TEST_CASE("redistribute_into to the same layout in place leaves the piece as it 
 }
 
 TEST_CASE("redistribute_into rejects an output that does not fit the input") {
-  failures f;
+  st::failures f;
   using From = sc::layout<sc::shard<0>, sc::replicate>;
   using To = sc::layout<sc::replicate, sc::shard<1>>;
   sc::host::run(4, [&](sc::host::communicator& c) {
