@@ -111,6 +111,27 @@ SHARDCAST_DISPATCH_CASE(raw_all_reduce) {
   f.m.comm().all_reduce(f.p_p.data(), out.get(), 64, sc::reduce_op::sum);
   benchmark::DoNotOptimize(out.get());
 }
+// The same three hand-written calls with their counts read from the tensor and the mesh at
+// run time, as hand-written code for shapes known only at run time must (the counts above
+// are compile-time constants, which the compiler folds into the allocation).
+SHARDCAST_DISPATCH_CASE(raw_rt_all_gather) {
+  const std::size_t piece = f.s0_r.local_size();
+  auto out = std::make_shared_for_overwrite<float[]>(piece * static_cast<std::size_t>(f.m.shape()[0]));
+  f.m.axis_comm(0).all_gather(f.s0_r.data(), out.get(), piece);
+  benchmark::DoNotOptimize(out.get());
+}
+SHARDCAST_DISPATCH_CASE(raw_rt_reduce_scatter) {
+  const std::size_t chunk = f.p_r.local_size() / static_cast<std::size_t>(f.m.shape()[0]);
+  auto out = std::make_shared_for_overwrite<float[]>(chunk);
+  f.m.axis_comm(0).reduce_scatter(f.p_r.data(), out.get(), chunk, sc::reduce_op::sum);
+  benchmark::DoNotOptimize(out.get());
+}
+SHARDCAST_DISPATCH_CASE(raw_rt_all_reduce) {
+  const std::size_t n = f.p_p.local_size();
+  auto out = std::make_shared_for_overwrite<float[]>(n);
+  f.m.comm().all_reduce(f.p_p.data(), out.get(), n, sc::reduce_op::sum);
+  benchmark::DoNotOptimize(out.get());
+}
 // R,S(1) -> R,R: an all_gather along dim 1, which is not outermost, so every member's
 // chunk is unpacked (a strided copy) into the output.
 SHARDCAST_DISPATCH_CASE(static_gather_dim1) {
@@ -158,6 +179,8 @@ const case_entry cases[] = {
     SHARDCAST_DISPATCH_ENTRY(static_all_gather),  SHARDCAST_DISPATCH_ENTRY(raw_all_gather),
     SHARDCAST_DISPATCH_ENTRY(static_reduce_scatter), SHARDCAST_DISPATCH_ENTRY(raw_reduce_scatter),
     SHARDCAST_DISPATCH_ENTRY(static_all_reduce),  SHARDCAST_DISPATCH_ENTRY(raw_all_reduce),
+    SHARDCAST_DISPATCH_ENTRY(raw_rt_all_gather),  SHARDCAST_DISPATCH_ENTRY(raw_rt_reduce_scatter),
+    SHARDCAST_DISPATCH_ENTRY(raw_rt_all_reduce),
     SHARDCAST_DISPATCH_ENTRY(static_gather_dim1), SHARDCAST_DISPATCH_ENTRY(raw_gather_dim1),
     SHARDCAST_DISPATCH_ENTRY(static_two_step),    SHARDCAST_DISPATCH_ENTRY(raw_two_step),
     SHARDCAST_DISPATCH_ENTRY(static_into_all_gather), SHARDCAST_DISPATCH_ENTRY(raw_into_all_gather),
@@ -274,13 +297,17 @@ int main(int argc, char** argv) {
                                   : "reference counts: plain (one thread; --threaded measures the atomic counts of a threaded program)");
   std::printf("static redistribute / hand-written raw calls (target <= 1.10 for the single-call cases;\n"
               "gather_dim1 (unpack), two_step (slice + all_gather) and into_all_gather (redistribute_into,\n"
-              "no allocation on either side) are reported):\n");
-  std::printf("  %-15s %27s %27s\n", "", "real time", "CPU time");
-  for (const char* k : {"all_gather", "reduce_scatter", "all_reduce", "gather_dim1", "two_step", "into_all_gather"}) {
-    const std::string sn = std::string("static_") + k, rn = std::string("raw_") + k;
+              "no allocation on either side) are reported). raw: counts are constants; raw (rt): the\n"
+              "single-call cases with counts read from the tensor at run time:\n");
+  std::printf("  %-22s %27s %27s\n", "", "real time", "CPU time");
+  auto line = [](const std::string& label, const std::string& sn, const std::string& rn) {
     const double s = pick(g_ns, sn), r = pick(g_ns, rn), sc = pick(g_cpu_ns, sn), rc = pick(g_cpu_ns, rn);
     if (r > 0 && rc > 0)
-      std::printf("  %-15s %7.1f vs %7.1f ns  %5.2f  %7.1f vs %7.1f ns  %5.2f\n", k, s, r, s / r, sc, rc, sc / rc);
-  }
+      std::printf("  %-22s %7.1f vs %7.1f ns  %5.2f  %7.1f vs %7.1f ns  %5.2f\n", label.c_str(), s, r, s / r, sc, rc, sc / rc);
+  };
+  for (const char* k : {"all_gather", "reduce_scatter", "all_reduce", "gather_dim1", "two_step", "into_all_gather"})
+    line(k, std::string("static_") + k, std::string("raw_") + k);
+  for (const char* k : {"all_gather", "reduce_scatter", "all_reduce"})
+    line(std::string(k) + " vs raw (rt)", std::string("static_") + k, std::string("raw_rt_") + k);
   benchmark::Shutdown();
 }

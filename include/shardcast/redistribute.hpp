@@ -43,6 +43,9 @@ template <int R, class Mesh>
   plan_choice c = choose_plan(ps, m.shape().data(), ext, R);
   plan_geometry g = make_geometry(m, c.p.steps, c.p.nsteps, ext, R);
   g.choice = c.choice;
+  const std::size_t out = g.steps.back().out_elems;
+  const bool small = out > 0 && out < result_pool::min_bytes / plan_geometry::direct_elem_bytes;
+  g.direct = !g.staged() && small ? c.choice : -1;
   if (c.choice < 0) g.own = std::make_unique<plan>(c.p);
   return m.cache().geometry.insert(&ps, ext, R, std::move(g));
 }
@@ -55,31 +58,44 @@ struct run_result {
   const box* nb;
 };
 
+/// Is `p` one collective on pieces that can lie in place (an all_gather, reduce_scatter or
+/// all_reduce)? Such a plan runs as one allocation and one call when nothing needs staging.
+constexpr bool single_collective(const plan& p) {
+  return p.nsteps == 1 && (p.steps[0].kind == step_kind::all_gather || p.steps[0].kind == step_kind::reduce_scatter ||
+                           p.steps[0].kind == step_kind::all_reduce);
+}
+
+/// Runs the single collective of candidate I of PS (single_collective) on pieces that lie in
+/// place: allocates the result (unless `Into`, which writes into `dest`) and makes one call.
+/// `Direct`: g.direct is I (see plan_geometry::direct).
+template <const plan_set& PS, int I, bool Into = false, bool Direct = false, class T, int R, class From, class Mesh>
+inline run_result<T> run_single(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
+  constexpr const step& st = PS.p[I].steps[0];
+  const step_geometry& sg = g.steps[0];
+  std::shared_ptr<T> owner;
+  T* data = dest;
+  if constexpr (!Into) {
+    owner = Direct ? allocate_direct<T>(x.mesh(), sg.out_elems, s) : allocate_result<T>(x.mesh(), sg.out_elems, s);
+    data = owner.get();
+  }
+  auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
+  if constexpr (st.kind == step_kind::all_gather) c.all_gather(x.data(), data, sg.chunk, s);
+  else if constexpr (st.kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), data, sg.chunk, st.op, s);
+  else c.all_reduce(x.data(), data, sg.in_elems, st.op, s);
+  return {std::move(owner), data, &sg.nb};
+}
+
 /// Runs candidate I of PS, its steps unrolled at compile time (with `Into`, into `dest`).
 template <const plan_set& PS, int I, bool Into = false, class T, int R, class From, class Mesh>
 run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
   constexpr const plan& p = PS.p[I];
-  const Mesh& m = x.mesh();
-  if constexpr (p.nsteps == 1 && (p.steps[0].kind == step_kind::all_gather || p.steps[0].kind == step_kind::reduce_scatter ||
-                                  p.steps[0].kind == step_kind::all_reduce)) {
-    // One collective on pieces that already lie in place: allocate the result, one call.
-    const step_geometry& sg = g.steps[0];
+  if constexpr (single_collective(PS.p[I])) {
     constexpr bool padded = Into && p.steps[0].kind == step_kind::reduce_scatter;  // its chunk may exceed the piece
-    if (!g.staged() && (!padded || sg.out_elems == static_cast<std::size_t>(sg.nb.volume()))) {
-      std::shared_ptr<T> owner;
-      T* data = dest;
-      if constexpr (!Into) {
-        owner = allocate_result<T>(m, sg.out_elems, s);
-        data = owner.get();
-      }
-      auto& c = *static_cast<typename Mesh::comm_type*>(sg.comm);
-      if constexpr (p.steps[0].kind == step_kind::all_gather) c.all_gather(x.data(), data, sg.chunk, s);
-      else if constexpr (p.steps[0].kind == step_kind::reduce_scatter) c.reduce_scatter(x.data(), data, sg.chunk, p.steps[0].op, s);
-      else c.all_reduce(x.data(), data, sg.in_elems, p.steps[0].op, s);
-      return {std::move(owner), data, &sg.nb};
-    }
+    const step_geometry& sg = g.steps[0];
+    if (!g.staged() && (!padded || sg.out_elems == static_cast<std::size_t>(sg.nb.volume())))
+      return run_single<PS, I, Into>(x, g, s, dest);
   }
-  executor<T, Mesh, Into> ex(m, g, x.data(), s, dest);
+  executor<T, Mesh, Into> ex(x.mesh(), g, x.data(), s, dest);
   [&]<std::size_t... J>(std::index_sequence<J...>) {
     (ex.template run<p.steps[J].kind, J + 1 == static_cast<std::size_t>(p.nsteps)>(p.steps[J], static_cast<int>(J)), ...);
   }(std::make_index_sequence<static_cast<std::size_t>(p.nsteps)>{});
@@ -95,16 +111,49 @@ template <bool Into = false, class T, int R, class From, class Mesh>
   return {std::move(owner), data, &g.final_box()};
 }
 
+/// The geometry of a static redistribute when it is not the mesh's most recent one: cached
+/// or, on first use, chosen and cached (kept out of line).
+template <int R, class Mesh>
+[[gnu::cold, gnu::noinline]] const plan_geometry& static_geometry_lookup(const Mesh& m, const plan_set& ps, const std::int64_t* ext) {
+  if (const plan_geometry* g = m.cache().geometry.find(&ps, ext, R)) return *g;
+  return insert_static_geometry<R>(m, ps, ext);
+}
+
 /// The geometry of the static redistribute From -> To for x's mesh and extents, chosen and
 /// cached on first use.
 template <class To, class T, int R, class From, class Mesh>
 const plan_geometry& static_geometry(const dtensor<T, R, From, Mesh>& x) {
   constexpr const plan_set& ps = static_plans<From, To, R>;
   const std::int64_t* ext = x.global_extents().data();
-  const plan_geometry* gp = x.mesh().cache().geometry.template find<R>(&ps, ext);
-  if (!gp) [[unlikely]]
-    gp = &insert_static_geometry<R>(x.mesh(), ps, ext);
-  return *gp;
+  const geometry_cache& cache = x.mesh().cache().geometry;
+  if (cache.is_recent<R>(&ps, ext)) [[likely]]
+    return cache.recent();
+  return static_geometry_lookup<R>(x.mesh(), ps, ext);
+}
+
+/// Runs the static redistribute From -> To whose geometry is `g`: the chosen candidate with
+/// its steps unrolled, or the run-time plan (with `Into`, into `dest`).
+template <class To, bool Into = false, class T, int R, class From, class Mesh>
+inline run_result<T> run_chosen(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  // With one candidate `second` is 0 and the middle arm is never taken. (An if-constexpr
+  // form of this dispatch compiled to more instructions per call with GCC 12.)
+  constexpr int second = ps.n > 1 ? 1 : 0;
+  return g.choice == 0        ? run_static<ps, 0, Into>(x, g, s, dest)
+         : g.choice == second ? run_static<ps, second, Into>(x, g, s, dest)
+                              : run_dynamic<Into>(x, g, s, dest);
+}
+/// The same, out of line: what a redistribute whose candidate that is one collective does not
+/// run directly runs instead, so the direct path keeps few registers.
+template <class To, bool Into = false, class T, int R, class From, class Mesh>
+[[gnu::noinline]] run_result<T> run_chosen_outlined(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s,
+                                                    T* dest = nullptr) {
+  return run_chosen<To, Into>(x, g, s, dest);
+}
+
+/// The first candidate of `ps` that is one collective (single_collective), or -1.
+constexpr int single_collective_candidate(const plan_set& ps) {
+  return single_collective(ps.p[0]) ? 0 : ps.n > 1 && single_collective(ps.p[1]) ? 1 : -1;
 }
 
 /// Why x and y do not fit redistribute_into (cold: only called when they do not).
@@ -155,12 +204,14 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box());
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
-    // With one candidate `second` is 0 and the middle arm is never taken. (An if-constexpr
-    // form of this dispatch compiled to more instructions per call with GCC 12.)
-    constexpr int second = ps.n > 1 ? 1 : 0;
-    detail::run_result<T> r = g.choice == 0        ? detail::run_static<static_plans<From, To, R>, 0>(x, g, s)
-                              : g.choice == second ? detail::run_static<static_plans<From, To, R>, second>(x, g, s)
-                                                   : detail::run_dynamic(x, g, s);
+    detail::run_result<T> r;
+    // The common case: a candidate that is one collective runs, with nothing staged.
+    constexpr int single = detail::single_collective_candidate(static_plans<From, To, R>);
+    if constexpr (single >= 0) {
+      r = g.direct == single ? detail::run_single<ps, single, false, true>(x, g, s) : detail::run_chosen_outlined<To>(x, g, s);
+    } else {
+      r = detail::run_chosen<To>(x, g, s);
+    }
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), std::move(r.owner), r.data, *r.nb);
   }
 }
@@ -185,10 +236,17 @@ void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, T
     detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);  // (skips y == x)
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
-    constexpr int second = ps.n > 1 ? 1 : 0;
-    if (g.choice == 0) detail::run_static<static_plans<From, To, R>, 0, true>(x, g, s, y.data());
-    else if (g.choice == second) detail::run_static<static_plans<From, To, R>, second, true>(x, g, s, y.data());
-    else detail::run_dynamic<true>(x, g, s, y.data());
+    constexpr int single = detail::single_collective_candidate(static_plans<From, To, R>);
+    if constexpr (single >= 0) {
+      // As in redistribute; a reduce_scatter whose chunk is padded past y's piece is not direct.
+      constexpr bool padded = ps.p[single].steps[0].kind == step_kind::reduce_scatter;
+      if (g.direct == single && (!padded || g.steps[0].out_elems == static_cast<std::size_t>(g.steps[0].nb.volume()))) [[likely]]
+        detail::run_single<ps, single, true, true>(x, g, s, y.data());
+      else
+        detail::run_chosen_outlined<To, true>(x, g, s, y.data());
+    } else {
+      detail::run_chosen<To, true>(x, g, s, y.data());
+    }
   }
 }
 

@@ -239,3 +239,55 @@ TEST_CASE("a mesh frees its cached memory on request and keeps at most its resul
   });
   f.report();
 }
+
+// A static redistribute whose chosen plan is one collective runs it directly (one
+// allocation, one call) when the geometry allows: nothing staged (no unpacking, no padded
+// chunks), a result neither empty nor in reach of the result pool. Every other case takes the general path. Each
+// case checks the result against the reference, which way it ran (the geometry's `direct`),
+// and the same conversion through redistribute_into.
+namespace {
+template <class From, class To, class T, class Mesh>
+void check_single_path(const Mesh& m, std::array<std::int64_t, 2> e, bool want_direct, const std::string& what, failures& f) {
+  const std::string who = "rank " + std::to_string(m.comm().rank()) + ", " + what + ": ";
+  const auto g = st::make_global<T>(e[0] * e[1]);
+  auto x = sc::distribute<From>(m, g, e);
+  const std::vector<T> before(x.data(), x.data() + x.local_size());
+  auto y = sc::redistribute<To>(x);
+  const std::string err = st::check_against_reference(y, g);
+  if (!err.empty()) f.add(who + err);
+  const int direct = m.cache().geometry.recent().direct;
+  if ((direct >= 0) != want_direct) f.add(who + "direct is " + std::to_string(direct));
+  auto z = sc::empty<To, T>(m, e);
+  sc::redistribute_into(x, z);
+  const std::string err_into = st::check_against_reference(z, g);
+  if (!err_into.empty()) f.add(who + "redistribute_into: " + err_into);
+  if (!std::equal(before.begin(), before.end(), x.data())) f.add(who + "the input changed");
+}
+}  // namespace
+
+TEST_CASE("a static single-collective redistribute runs directly only where its geometry allows") {
+  failures f;
+  using S0R = sc::layout<sc::shard<0>, sc::replicate>;
+  using RR = sc::layout<sc::replicate, sc::replicate>;
+  using RS1 = sc::layout<sc::replicate, sc::shard<1>>;
+  using PR = sc::layout<sc::partial<>, sc::replicate>;
+  using PP = sc::layout<sc::partial<>, sc::partial<>>;
+  using PmaxP = sc::layout<sc::partial<sc::max>, sc::partial<sc::max>>;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    constexpr std::int64_t direct_limit = sc::detail::result_pool::min_bytes / sc::detail::plan_geometry::direct_elem_bytes;
+    static_assert(direct_limit == 16384);
+    check_single_path<S0R, RR, float>(m, {8, 8}, true, "all_gather 8x8", f);
+    check_single_path<S0R, RR, std::int64_t>(m, {7, 5}, false, "all_gather 7x5 (uneven: padded chunks are staged)", f);
+    check_single_path<S0R, RR, float>(m, {0, 8}, false, "all_gather 0x8 (empty result)", f);
+    check_single_path<S0R, RR, double>(m, {128, 127}, true, "all_gather 128x127 (just under the direct limit)", f);
+    check_single_path<S0R, RR, double>(m, {128, 128}, false, "all_gather 128x128 (at the direct limit)", f);
+    check_single_path<S0R, RR, float>(m, {256, 256}, false, "all_gather 256x256 (a pooled result)", f);
+    check_single_path<RS1, RR, float>(m, {8, 8}, false, "all_gather along dim 1 (staged)", f);
+    check_single_path<PR, S0R, float>(m, {8, 8}, true, "reduce_scatter 8x8", f);
+    check_single_path<PR, S0R, std::int32_t>(m, {7, 3}, false, "reduce_scatter 7x3 (uneven: padded chunks are staged)", f);
+    check_single_path<PP, RR, double>(m, {5, 3}, true, "all_reduce 5x3", f);
+    check_single_path<PmaxP, RR, float>(m, {4, 4}, true, "all_reduce max", f);
+  });
+  f.report();
+}

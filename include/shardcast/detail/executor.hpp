@@ -184,6 +184,17 @@ inline std::shared_ptr<T> allocate_result(const Mesh& m, std::size_t n, typename
   return memory_ops<typename Mesh::memory_space>::template allocate<T>(n, s);
 }
 
+/// allocate_result for a result that a `direct` geometry promises is not empty and is
+/// smaller than the result pool's blocks for any element of up to
+/// plan_geometry::direct_elem_bytes bytes (so on host memory neither is checked again).
+template <class T, class Mesh>
+inline std::shared_ptr<T> allocate_direct(const Mesh& m, std::size_t n, typename Mesh::stream_type s) {
+  if constexpr (std::same_as<typename Mesh::memory_space, host_memory> && sizeof(T) <= plan_geometry::direct_elem_bytes)
+    return memory_ops<host_memory>::template allocate_nonempty<T>(n);
+  else
+    return allocate_result<T>(m, n, s);
+}
+
 /// Runs the steps of one plan, in order, on this rank. The last step writes into memory
 /// the result owns, or with `Into` into the caller's `dest` (the target's local piece).
 template <class T, class Mesh, bool Into = false>

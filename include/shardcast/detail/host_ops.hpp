@@ -20,7 +20,12 @@ struct memory_ops<host_memory> {
   /// Uninitialised storage for `n` elements and its control block in one allocation.
   template <class T>
   static std::shared_ptr<T> allocate(std::size_t n, host_stream = {}) {
-    std::shared_ptr<T[]> a = std::make_shared_for_overwrite<T[]>(n > 0 ? n : 1);
+    return allocate_nonempty<T>(n > 0 ? n : 1);
+  }
+  /// The same for n > 0.
+  template <class T>
+  static std::shared_ptr<T> allocate_nonempty(std::size_t n) {
+    std::shared_ptr<T[]> a = std::make_shared_for_overwrite<T[]>(n);
     T* p = a.get();
     return std::shared_ptr<T>(std::move(a), p);
   }

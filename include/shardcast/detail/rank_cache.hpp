@@ -51,6 +51,12 @@ struct plan_geometry {
   box src_box{};                     ///< this rank's box before the first step
   int nsteps = 0;
   int choice = 0;                    ///< static redistribute: which of static_plans runs, -1: `own`
+  /// Static redistribute: `choice` when no step needs staging and the last step's output is
+  /// not empty and smaller than a result pool block for elements of up to direct_elem_bytes
+  /// bytes; else -1. A chosen candidate that is one collective then runs as one allocation
+  /// and one call with nothing more checked.
+  int direct = -1;
+  static constexpr std::size_t direct_elem_bytes = 16;
   std::unique_ptr<plan> own;         ///< static redistribute: the run-time plan, when strictly cheaper than every candidate
 
   /// Does any step need staging memory?
@@ -60,22 +66,31 @@ struct plan_geometry {
 };
 
 /// Geometry of the static plans already run on this rank, keyed by the address of their
-/// `static_plans` set (a constexpr object with static storage, so its address names it)
-/// and the global extents. The most recently used entry is checked first, inline; at
-/// most `capacity` entries are kept (the oldest is dropped first).
+/// `static_plans` set (a constexpr object with static storage, so its address names it,
+/// and with it the tensor rank) and the global extents. The most recently used entry is
+/// checked first, inline (is_recent); at most `capacity` entries are kept (the oldest is
+/// dropped first).
 class geometry_cache {
  public:
   static constexpr std::size_t capacity = 64;
 
-  /// The cached geometry for (key, ext[0..R)), or nullptr.
+  /// Is the most recently used entry the one for (key, ext[0..R))? Then recent() is it.
+  /// (A key names one rank, so only the extents are compared.)
   template <int R>
-  const plan_geometry* find(const void* key, const std::int64_t* ext) {
-    if (key == mru_key_ && R == mru_rank_) {
-      bool same = true;
-      for (int d = 0; d < R; ++d) same = same && ext[d] == mru_ext_[d];
-      if (same) return mru_;
-    }
-    return find_slow(key, ext, R);
+  bool is_recent(const void* key, const std::int64_t* ext) const {
+    bool same = key == mru_key_;
+    for (int d = 0; d < R; ++d) same = same && ext[d] == mru_ext_[d];
+    return same;
+  }
+  const plan_geometry& recent() const { return *mru_; }
+  /// The cached geometry for (key, ext[0..rank)), or nullptr; a hit becomes the most recent.
+  const plan_geometry* find(const void* key, const std::int64_t* ext, int rank) {
+    for (entry& e : entries_)
+      if (e.key == key && e.rank == rank && std::equal(ext, ext + rank, e.ext)) {
+        use(e);
+        return e.g.get();
+      }
+    return nullptr;
   }
   /// Stores `g` (dropping the oldest entry when full) and makes it the most recent.
   const plan_geometry& insert(const void* key, const std::int64_t* ext, int rank, plan_geometry g) {
@@ -101,23 +116,13 @@ class geometry_cache {
     std::int64_t ext[SHARDCAST_MAX_RANK]{};
     std::unique_ptr<plan_geometry> g;
   };
-  const plan_geometry* find_slow(const void* key, const std::int64_t* ext, int rank) {
-    for (entry& e : entries_)
-      if (e.key == key && e.rank == rank && std::equal(ext, ext + rank, e.ext)) {
-        use(e);
-        return e.g.get();
-      }
-    return nullptr;
-  }
   void use(const entry& e) {
     mru_key_ = e.key;
-    mru_rank_ = e.rank;
     std::copy(e.ext, e.ext + e.rank, mru_ext_);
     mru_ = e.g.get();
   }
   std::vector<entry> entries_;
   const void* mru_key_ = nullptr;
-  int mru_rank_ = -1;
   std::int64_t mru_ext_[SHARDCAST_MAX_RANK]{};
   const plan_geometry* mru_ = nullptr;
 };
