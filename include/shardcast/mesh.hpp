@@ -10,6 +10,7 @@
 /// @endcode
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +30,7 @@ namespace detail {
 template <int N, class Comm>
 struct mesh_state {
   explicit mesh_state(Comm c) : comm(std::move(c)) {}
+  std::atomic<long> handles{1};  ///< the `mesh` handles on this state (see state_handle)
   Comm comm;
   std::array<int, N> shape{};
   std::array<int, N> coords{};
@@ -46,6 +48,35 @@ struct mesh_state {
     }
     return comm.split(coord_to_rank(color_coord, shape.data(), N), key);
   }
+};
+
+/// A counted pointer to a mesh_state: what a `mesh` handle holds. The count lives in the
+/// state, so copying a handle is one atomic increment and dropping one an atomic
+/// decrement with the destruction out of line (a std::shared_ptr adds a call and, in a
+/// program with one thread, a check of whether it has others).
+template <class State>
+class state_handle {
+ public:
+  state_handle() = default;
+  /// Takes the one handle a new state starts with.
+  explicit state_handle(State* p) noexcept : p_(p) {}
+  state_handle(const state_handle& o) noexcept : p_(o.p_) {
+    if (p_) p_->handles.fetch_add(1, std::memory_order_relaxed);
+  }
+  state_handle(state_handle&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  state_handle& operator=(state_handle o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~state_handle() {
+    if (p_ && p_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy(p_);
+  }
+  State* get() const noexcept { return p_; }
+  State* operator->() const noexcept { return p_; }
+
+ private:
+  [[gnu::noinline]] static void destroy(State* p) { delete p; }
+  State* p_ = nullptr;
 };
 
 /// The interface `mesh` and `mesh_ref` share, over `Self::state()` (a `mesh_state*`).
@@ -121,7 +152,7 @@ class mesh : public detail::mesh_interface<mesh<N, Comm>, N, Comm> {
 
  public:
   mesh() = default;
-  mesh(Comm comm, const std::array<int, N>& shape) : s_(std::make_shared<detail::mesh_state<N, Comm>>(std::move(comm))) {
+  mesh(Comm comm, const std::array<int, N>& shape) : s_(new detail::mesh_state<N, Comm>(std::move(comm))) {
     long long prod = 1;
     std::string text;
     for (int a = 0; a < N; ++a) {
@@ -147,7 +178,7 @@ class mesh : public detail::mesh_interface<mesh<N, Comm>, N, Comm> {
   detail::mesh_state<N, Comm>* state() const { return s_.get(); }
 
  private:
-  std::shared_ptr<detail::mesh_state<N, Comm>> s_;
+  detail::state_handle<detail::mesh_state<N, Comm>> s_;
 };
 
 /// A handle on a mesh that does not keep it alive: copying or dropping one touches no

@@ -1,12 +1,14 @@
-// Tensors on a mesh_ref (a mesh handle that does not keep the mesh alive): distribute,
-// static and run-time redistribute, redistribute_into, matmul and the overlapped matmul
-// give what the single-rank reference gives, and every result lives on the mesh_ref.
+// Mesh handles. Tensors on a mesh_ref (a mesh handle that does not keep the mesh alive):
+// distribute, static and run-time redistribute, redistribute_into, matmul and the
+// overlapped matmul give what the single-rank reference gives, and every result lives on
+// the mesh_ref. A mesh (the counted handle) lives while any handle or tensor holds it.
 #include <doctest/doctest.h>
 
 #include <array>
 #include <shardcast/ops/overlap.hpp>
 #include <shardcast/shardcast.hpp>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -149,4 +151,40 @@ TEST_CASE("mesh_ref: handles of one mesh compare equal, of another mesh not") {
   CHECK(same);
   CHECK_FALSE(other);
   CHECK(owning_same);
+}
+
+TEST_CASE("a mesh lives while any of its handles or tensors does; handles are copied and dropped on several threads at once") {
+  using S0R = sc::layout<sc::shard<0>, sc::replicate>;
+  using RR = sc::layout<sc::replicate, sc::replicate>;
+  st::failures bad;
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    const std::array<std::int64_t, 2> e{6, 5};
+    const auto g = st::make_global<float>(e[0] * e[1]);
+    const std::string who = "rank " + std::to_string(c.rank()) + ": ";
+    // The mesh handle that made x is gone: x keeps the mesh alive.
+    auto x = [&] {
+      auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+      return sc::distribute<S0R>(m, std::span<const float>(g), e);
+    }();
+    auto y = sc::redistribute<RR>(x);
+    bad.add(c.rank(), st::check_against_reference(y, g));
+    {
+      const auto m = x.mesh();
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 3; ++t)
+        threads.emplace_back([m] {
+          for (int i = 0; i < 20000; ++i) {
+            auto copy = m;
+            auto moved = std::move(copy);
+            copy = moved;
+          }
+        });
+      for (auto& t : threads) t.join();
+      if (!(m == y.mesh())) bad.add(who + "the result is on another mesh");
+    }
+    x = decltype(x)();
+    // y alone keeps the mesh alive now.
+    bad.add(c.rank(), st::check_against_reference(sc::redistribute<S0R>(y), g));
+  });
+  bad.report();
 }
