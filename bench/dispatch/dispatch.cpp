@@ -5,7 +5,9 @@
 // The hand-written side is what a careful user writes for the same result: allocate the
 // output with the allocation the library uses (std::make_shared_for_overwrite<T[]>: one
 // allocation for the array and its control block), then the raw call(s); where a
-// staging buffer is needed it is allocated once, outside the timed loop, and reused.
+// staging buffer is needed it is allocated once, outside the timed loop, and reused. Its
+// counts are compile-time constants; the raw_rt_ cases are the single-call ones with the
+// counts read from the tensor at run time, as code for run-time shapes must.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <shardcast/shardcast.hpp>
 #include <string>
@@ -127,8 +128,19 @@ int main(int argc, char** argv) {
   const bool raw_copies_mesh = std::erase(args, std::string("--raw-copies-mesh")) > 0;
   // --mesh-ref: the static side's tensors live on a mesh_ref.
   const bool on_ref = std::erase(args, std::string("--mesh-ref")) > 0;
-  const int ranks = args.size() > 0 ? std::stoi(args[0]) : 2, batches = args.size() > 1 ? std::stoi(args[1]) : 21;
-  if (ranks < 1 || batches < 1) {
+  // A count: the whole argument, a positive integer (else 0, which the check below rejects).
+  auto count = [](const std::string& a) {
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(a, &used);
+    } catch (const std::exception&) {
+      return 0;
+    }
+    return used == a.size() ? v : 0;
+  };
+  const int ranks = args.size() > 0 ? count(args[0]) : 2, batches = args.size() > 1 ? count(args[1]) : 21;
+  if (ranks < 1 || batches < 1 || args.size() > 2) {
     std::fprintf(stderr, "usage: bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [ranks >= 1] [batches >= 1]\n");
     return 2;
   }
