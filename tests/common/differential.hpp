@@ -12,7 +12,17 @@
 
 #include <shardcast/shardcast.hpp>
 
+#include "reduce_ops.hpp"
+
 namespace shardcast::testing {
+
+/// The mesh `owner` itself or, with OnRef, its mesh_ref (a handle that keeps nothing
+/// alive): for suites that run the same code on both handles.
+template <bool OnRef, class Mesh>
+auto mesh_handle(const Mesh& owner) {
+  if constexpr (OnRef) return owner.ref();
+  else return owner;
+}
 
 /// Small positive integers: every sum, product and mean of the test is exact.
 template <class T>
@@ -202,8 +212,6 @@ inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op
   }
   return out;
 }
-
-inline constexpr reduce_op all_reduce_ops[] = {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::prod};
 
 /// Calls f(src, dst) for the layout pairs a differential sweep covers for rank-`rank`
 /// tensors on `naxes`-axis meshes: every `stride`-th pair of each reduce op's layouts, and on

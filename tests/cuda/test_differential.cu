@@ -35,10 +35,7 @@ using outcome = st::sweep_outcome;
 template <class T, int N, std::size_t R, class Comm, bool OnRef = false>
 void sweep(Comm& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, outcome& out) {
   auto owner = sc::make_mesh(c, shape);
-  const auto m = [&] {
-    if constexpr (OnRef) return owner.ref();
-    else return owner;
-  }();
+  const auto m = st::mesh_handle<OnRef>(owner);
   cudaStream_t s;
   SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
   std::size_t mine = 0;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cuda_testing.hpp"
+#include "common/reduce_ops.hpp"
 
 namespace sc = shardcast;
 namespace cu = shardcast::device;
@@ -204,15 +205,13 @@ constexpr unsigned all_epis = bits({epi_kind::identity, epi_kind::scale, epi_kin
                                     epi_kind::gelu, epi_kind::silu, epi_kind::fn_gelu, epi_kind::scale_bias_gelu});
 constexpr unsigned only_identity = bits({epi_kind::identity});
 
-const sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
-
 // The kernel path: any source count, every op, aligned and misaligned, every epilogue.
 template <class In, class Out>
 void kernel_suite(bool float_epilogues) {
   for (std::size_t shift : {0u, 1u})
     for (std::size_t count : {1u, 7u, 1000u, 4099u})
       for (int n : {1, 2, 3, 5, 8})
-        for (auto o : all_ops) {
+        for (auto o : shardcast::testing::all_reduce_ops) {
           CAPTURE(shift); CAPTURE(count); CAPTURE(n); CAPTURE(int(o));
           check_reduce<path::kernel, 0, all_epis, In, Out>(n, count, o, epi_kind::identity, shift);
         }
@@ -232,7 +231,7 @@ template <int N, class In, class Out>
 void cub_suite() {
   for (std::size_t shift : {0u, 1u})
     for (std::size_t count : {1u, 7u, 1000u, 4099u, 100003u})
-      for (auto o : all_ops) {
+      for (auto o : shardcast::testing::all_reduce_ops) {
         CAPTURE(shift); CAPTURE(count); CAPTURE(int(o));
         check_reduce<path::cub, N, only_identity, In, Out>(N, count, o, epi_kind::identity, shift);
       }

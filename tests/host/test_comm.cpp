@@ -6,6 +6,8 @@
 #include <shardcast/comm/host.hpp>
 #include <vector>
 
+#include "common/reduce_ops.hpp"
+
 namespace sc = shardcast;
 
 namespace {
@@ -30,13 +32,12 @@ T reference_reduce(int n, std::size_t i, sc::reduce_op op) {
   if (op == sc::reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(n));
   return acc;
 }
-constexpr sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod};
 }  // namespace
 
 TEST_CASE_TEMPLATE("host all_reduce matches the reference for every op", T, float, double, std::int32_t, std::int64_t) {
   for (int n : {1, 2, 3, 4, 7})
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{1000}})
-      for (auto op : all_ops) {
+      for (auto op : shardcast::testing::all_reduce_ops) {
         std::vector<std::vector<T>> out(static_cast<std::size_t>(n));
         sc::host::run(n, [&](sc::host::communicator& c) {
           std::vector<T> x(count);

@@ -164,7 +164,13 @@ TEST_CASE("a mesh lives while any of its handles or tensors does; handles are co
     // The mesh handle that made x is gone: x keeps the mesh alive.
     auto x = [&] {
       auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
-      return sc::distribute<S0R>(m, std::span<const float>(g), e);
+      auto copy = m;
+      auto moved = std::move(copy);
+      copy = moved;  // assigned back after the move
+      sc::mesh<2> none;
+      moved = none;  // drops a handle, takes none
+      if (!(copy == m) || moved.state() != nullptr) bad.add(who + "a copied, moved or assigned handle is wrong");
+      return sc::distribute<S0R>(copy, std::span<const float>(g), e);
     }();
     auto y = sc::redistribute<RR>(x);
     bad.add(c.rank(), st::check_against_reference(y, g));

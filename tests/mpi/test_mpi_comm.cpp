@@ -7,6 +7,8 @@
 
 #include <shardcast/comm/mpi.hpp>
 
+#include "common/reduce_ops.hpp"
+
 namespace sc = shardcast;
 
 namespace {
@@ -38,9 +40,6 @@ T reference(int nranks, std::size_t i, sc::reduce_op op) {
   return acc;
 }
 
-const sc::reduce_op all_ops[] = {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min,
-                                 sc::reduce_op::prod};
-
 }  // namespace
 
 TEST_CASE_TEMPLATE("mpi all_reduce and reduce_scatter, every op", T, float, double, std::int32_t, std::int64_t,
@@ -48,7 +47,7 @@ TEST_CASE_TEMPLATE("mpi all_reduce and reduce_scatter, every op", T, float, doub
   auto c = world();
   const int p = c.size(), me = c.rank();
   const std::size_t n = 5;
-  for (sc::reduce_op op : all_ops) {
+  for (sc::reduce_op op : shardcast::testing::all_reduce_ops) {
     if (op == sc::reduce_op::prod && p > 4) continue;  // keeps products small
     if (op == sc::reduce_op::avg && !std::is_floating_point_v<T>) continue;  // integer mean truncates
     CAPTURE(static_cast<int>(op));

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/differential.hpp"
 #include "common/failures.hpp"
 #include "reference.hpp"
 
@@ -64,10 +65,7 @@ void check_pair(std::array<int, N> shape, i64 t, i64 in, i64 hid, i64 out) {
   failures bad;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
     auto owner = sc::make_mesh(comm, shape);
-    const auto mesh = [&] {
-      if constexpr (OnRef) return owner.ref();
-      else return owner;
-    }();
+    const auto mesh = shardcast::testing::mesh_handle<OnRef>(owner);
     using Mesh = std::remove_const_t<decltype(mesh)>;
     using col_t = nn::column_parallel_linear<T, Mesh, Axes>;
     using row_t = nn::row_parallel_linear<T, Mesh, Axes>;
