@@ -3,7 +3,7 @@
 // recording backend the library's host work per call is a few nanoseconds; this shows
 // what it is next to a real call. Kept out of bench_dispatch's translation unit, whose
 // instruction counts shift when other instantiations share its helpers.
-//   bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [ranks] [batches]
+//   bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [--into] [ranks] [batches]
 //                                                  (defaults: 2 ranks, 21 batches)
 #include <benchmark/benchmark.h>
 
@@ -27,7 +27,7 @@ namespace {
 /// ranks. Each batch runs 2000 hand-written calls and 2000 static redistributes (in turn
 /// first), on every rank; rank 0 times them. Prints the median time per call over the batches and the ratio:
 /// what the library's host work (a few ns on the recording backend) adds to a real call.
-int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh, bool on_ref) {
+int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh, bool on_ref, bool into) {
   constexpr int per_batch = 2000;
   using HM = sc::mesh<1>;
   using clock = std::chrono::steady_clock;
@@ -45,6 +45,9 @@ int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh,
     const auto r = m.ref();
     auto xr = sc::empty<sc::layout<sc::shard<0>>, float>(r, e);
     auto pr = sc::empty<sc::layout<sc::partial<>>, float>(r, e);
+    // --into: both sides write into an output made once (redistribute_into on the static side).
+    auto out = sc::empty<sc::layout<sc::replicate>, float>(m, e);
+    auto out_r = sc::empty<sc::layout<sc::replicate>, float>(r, e);
     std::fill_n(x.data(), x.local_size(), 1.0f);
     std::fill_n(p.data(), p.local_size(), 1.0f);
     std::fill_n(xr.data(), xr.local_size(), 1.0f);
@@ -66,8 +69,14 @@ int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh,
     for (std::size_t i = 0; i < n; ++i)
       if (gy.data()[i] != 1.0f || ry.data()[i] != static_cast<float>(ranks) || gr.data()[i] != 1.0f || rr.data()[i] != static_cast<float>(ranks))
         wrong = true;
-    // The hand-written side: allocate the output, then the raw call `call(out)`.
+    // The hand-written side: allocate the output, then the raw call `call(out)` (--into:
+    // the call into the output made once).
     auto hand_written = [&](auto&& call) {
+      if (into) {
+        call(out.data());
+        benchmark::DoNotOptimize(out.data());
+        return;
+      }
       HM keep;  // --raw-copies-mesh: what a result's mesh handle costs (an atomic increment and decrement)
       if (raw_copies_mesh) keep = m;
       benchmark::DoNotOptimize(&keep);
@@ -81,7 +90,9 @@ int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh,
         auto y = sc::redistribute<sc::layout<sc::replicate>>(in);
         benchmark::DoNotOptimize(y.data());
       };
-      if (on_ref) run(tr);
+      if (into && on_ref) sc::redistribute_into(tr, out_r);
+      else if (into) sc::redistribute_into(t, out);
+      else if (on_ref) run(tr);
       else run(t);
     };
     auto raw_gather = [&] { hand_written([&](float* out) { m.comm().all_gather(x.data(), out, piece); }); };
@@ -104,6 +115,8 @@ int run_host_backend(int ranks, int batches, bool control, bool raw_copies_mesh,
   std::printf("host backend, %d ranks (threads), %d floats, median of %d batches of %d calls%s:\n", ranks, 64 * ranks, batches, per_batch,
               control           ? " (--control: the static side runs the hand-written calls too)"
               : raw_copies_mesh ? " (--raw-copies-mesh: the hand-written side also copies the mesh handle)"
+              : into && on_ref  ? " (--into --mesh-ref: both sides write into an output made once; tensors on a mesh_ref)"
+              : into            ? " (--into: both sides write into an output made once)"
               : on_ref          ? " (--mesh-ref: the static side's tensors live on a mesh_ref)"
                                 : "");
   for (auto [name, t] : {std::pair<const char*, timing*>{"all_gather", &ag}, {"all_reduce", &ar}}) {
@@ -128,6 +141,9 @@ int main(int argc, char** argv) {
   const bool raw_copies_mesh = std::erase(args, std::string("--raw-copies-mesh")) > 0;
   // --mesh-ref: the static side's tensors live on a mesh_ref.
   const bool on_ref = std::erase(args, std::string("--mesh-ref")) > 0;
+  // --into: no allocation and no result handle on either side (redistribute_into against
+  // the raw call into the same output); combines with --mesh-ref.
+  const bool into = std::erase(args, std::string("--into")) > 0;
   // A count: the whole argument, a positive integer (else 0, which the check below rejects).
   auto count = [](const std::string& a) {
     std::size_t used = 0;
@@ -141,8 +157,8 @@ int main(int argc, char** argv) {
   };
   const int ranks = args.size() > 0 ? count(args[0]) : 2, batches = args.size() > 1 ? count(args[1]) : 21;
   if (ranks < 1 || batches < 1 || args.size() > 2) {
-    std::fprintf(stderr, "usage: bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [ranks >= 1] [batches >= 1]\n");
+    std::fprintf(stderr, "usage: bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [--into] [ranks >= 1] [batches >= 1]\n");
     return 2;
   }
-  return run_host_backend(ranks, batches, control, raw_copies_mesh, on_ref);
+  return run_host_backend(ranks, batches, control, raw_copies_mesh, on_ref, into);
 }
