@@ -143,8 +143,8 @@ inline run_result<T> run_chosen(const dtensor<T, R, From, Mesh>& x, const plan_g
          : g.choice == second ? run_static<ps, second, Into>(x, g, s, dest)
                               : run_dynamic<Into>(x, g, s, dest);
 }
-/// The same, out of line: what a redistribute whose candidate that is one collective does not
-/// run directly runs instead, so the direct path keeps few registers.
+/// The same, out of line: the way a redistribute goes when its single-collective candidate
+/// cannot run directly, so that the direct path keeps few registers.
 template <class To, bool Into = false, class T, int R, class From, class Mesh>
 [[gnu::noinline]] run_result<T> run_chosen_outlined(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s,
                                                     T* dest = nullptr) {
