@@ -85,15 +85,23 @@ inline run_result<T> run_single(const dtensor<T, R, From, Mesh>& x, const plan_g
   return {std::move(owner), data, &sg.nb};
 }
 
+/// Does the single collective of candidate I of PS write no more than the result's piece?
+/// Only a reduce_scatter into a caller's output (`Into`) can write more: a chunk padded to
+/// the largest piece, which goes through the executor (it keeps the piece).
+template <const plan_set& PS, int I, bool Into>
+inline bool single_fits_output(const step_geometry& sg) {
+  if constexpr (Into && PS.p[I].steps[0].kind == step_kind::reduce_scatter)
+    return sg.out_elems == static_cast<std::size_t>(sg.nb.volume());
+  else
+    return true;
+}
+
 /// Runs candidate I of PS, its steps unrolled at compile time (with `Into`, into `dest`).
 template <const plan_set& PS, int I, bool Into = false, class T, int R, class From, class Mesh>
 run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
   constexpr const plan& p = PS.p[I];
   if constexpr (single_collective(PS.p[I])) {
-    constexpr bool padded = Into && p.steps[0].kind == step_kind::reduce_scatter;  // its chunk may exceed the piece
-    const step_geometry& sg = g.steps[0];
-    if (!g.staged() && (!padded || sg.out_elems == static_cast<std::size_t>(sg.nb.volume())))
-      return run_single<PS, I, Into>(x, g, s, dest);
+    if (!g.staged() && single_fits_output<PS, I, Into>(g.steps[0])) return run_single<PS, I, Into>(x, g, s, dest);
   }
   executor<T, Mesh, Into> ex(x.mesh(), g, x.data(), s, dest);
   [&]<std::size_t... J>(std::index_sequence<J...>) {
@@ -238,9 +246,8 @@ void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, T
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
     constexpr int single = detail::single_collective_candidate(static_plans<From, To, R>);
     if constexpr (single >= 0) {
-      // As in redistribute; a reduce_scatter whose chunk is padded past y's piece is not direct.
-      constexpr bool padded = ps.p[single].steps[0].kind == step_kind::reduce_scatter;
-      if (g.direct == single && (!padded || g.steps[0].out_elems == static_cast<std::size_t>(g.steps[0].nb.volume()))) [[likely]]
+      // As in redistribute, unless a reduce_scatter's padded chunk would overrun y's piece.
+      if (g.direct == single && detail::single_fits_output<ps, single, true>(g.steps[0])) [[likely]]
         detail::run_single<ps, single, true, true>(x, g, s, y.data());
       else
         detail::run_chosen_outlined<To, true>(x, g, s, y.data());
