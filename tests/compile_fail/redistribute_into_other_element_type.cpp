@@ -1,14 +1,6 @@
 // Misuse: redistribute_into an output whose element type differs from the input's.
 // expect: shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.
-#include <shardcast/comm/host.hpp>
-#include <shardcast/distribute.hpp>
-#include <shardcast/redistribute.hpp>
-
-#include <array>
-#include <cstdint>
-#include <vector>
-
-namespace sc = shardcast;
+#include "sharded_input.hpp"
 
 #ifndef SHARDCAST_COMPILE_FAIL_CONTROL
 using Out = double;
@@ -17,12 +9,8 @@ using Out = float;
 #endif
 
 int main() {
-  sc::host::run(4, [](sc::host::communicator& comm) {
-    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
-    std::vector<float> g(12, 1.0f);
-    const std::array<std::int64_t, 2> ext{3, 4};
-    auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, ext);
-    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, Out>(m, ext);
+  with_sharded_input([](auto& m, const auto& x) {
+    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, Out>(m, input_extents);
     sc::redistribute_into(x, y);
   });
   return 0;

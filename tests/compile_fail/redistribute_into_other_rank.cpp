@@ -1,25 +1,13 @@
 // Misuse: redistribute_into an output whose tensor rank differs from the input's.
 // expect: shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.
-#include <shardcast/comm/host.hpp>
-#include <shardcast/distribute.hpp>
-#include <shardcast/redistribute.hpp>
-
-#include <array>
-#include <cstdint>
-#include <vector>
-
-namespace sc = shardcast;
+#include "sharded_input.hpp"
 
 int main() {
-  sc::host::run(4, [](sc::host::communicator& comm) {
-    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
-    std::vector<float> g(12, 1.0f);
-    const std::array<std::int64_t, 2> ext{3, 4};
-    auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, ext);
+  with_sharded_input([](auto& m, const auto& x) {
 #ifndef SHARDCAST_COMPILE_FAIL_CONTROL
     auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, std::array<std::int64_t, 3>{3, 4, 1});
 #else
-    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, ext);
+    auto y = sc::empty<sc::layout<sc::replicate, sc::replicate>, float>(m, input_extents);
 #endif
     sc::redistribute_into(x, y, sc::host_stream{});
   });

@@ -1,14 +1,6 @@
 // Misuse: redistribute a rank-2 tensor to a layout with shard<3>.
 // expect: shardcast: a shard<D> in the layout names a tensor dim D >= the tensor's rank; use shard<D> with 0 <= D < rank.
-#include <shardcast/comm/host.hpp>
-#include <shardcast/distribute.hpp>
-#include <shardcast/redistribute.hpp>
-
-#include <array>
-#include <cstdint>
-#include <vector>
-
-namespace sc = shardcast;
+#include "sharded_input.hpp"
 
 #ifndef SHARDCAST_COMPILE_FAIL_CONTROL
 using To = sc::layout<sc::replicate, sc::shard<3>>;
@@ -17,11 +9,7 @@ using To = sc::layout<sc::replicate, sc::shard<1>>;
 #endif
 
 int main() {
-  sc::host::run(4, [](sc::host::communicator& comm) {
-    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
-    std::vector<float> g(12, 1.0f);
-    const std::array<std::int64_t, 2> ext{3, 4};
-    auto x = sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, ext);
+  with_sharded_input([](auto&, const auto& x) {
     auto y = sc::redistribute<To>(x);
     (void)y;
   });
