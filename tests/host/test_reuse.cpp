@@ -252,9 +252,7 @@ void check_single_path(const Mesh& m, std::array<std::int64_t, 2> e, bool want_d
   const auto g = st::make_global<T>(e[0] * e[1]);
   auto x = sc::distribute<From>(m, g, e);
   const std::vector<T> before(x.data(), x.data() + x.local_size());
-  auto y = sc::redistribute<To>(x);
-  const std::string err = st::check_against_reference(y, g);
-  if (!err.empty()) f.add(who + err);
+  f.add(m.comm().rank(), check_static<To>(x, g, what.c_str()));
   const int direct = m.cache().geometry.recent().direct;
   if ((direct >= 0) != want_direct) f.add(who + "direct is " + std::to_string(direct));
   auto z = sc::empty<To, T>(m, e);
