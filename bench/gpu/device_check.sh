@@ -2,9 +2,9 @@
 # Everything GPU-side in one go, on a machine with a CUDA device: configure, build the
 # gpu-labelled tests and the device benchmarks, run the tests (ctest -L gpu), the kernel
 # benchmarks (bench_kernels at 256 and 512 MiB) and shardcast-bench on the device backends
-# (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank; two whole redistributes on 4 p2p
-# ranks), then, with what is left of the time, the kernel and p2p tests under
-# compute-sanitizer's memcheck.
+# (p2p with 2 and 4 ranks on GPU 0, nccl with 1 rank; 1 MiB to 256 MiB, and all_reduce from
+# 8 B to 1 MiB for latency; three whole redistributes on 4 p2p ranks), then, with what is
+# left of the time, the kernel and p2p tests under compute-sanitizer's memcheck.
 #
 #   bench/gpu/device_check.sh OUTDIR [DOCTEST_INCLUDE_DIR]
 #
@@ -113,7 +113,7 @@ if [[ -n "$prebuilt" ]]; then
   for t in "${gpu_tests[@]}"; do
     [[ -x "$prebuilt/$t" ]] || { echo "SKIPPED  $t (not in $prebuilt)" | tee -a "$summary"; continue; }
     limit=90
-    [[ $t == cuda_differential_test ]] && limit=240  # thousands of whole redistributes
+    [[ $t == cuda_differential_test ]] && limit=300  # thousands of whole redistributes
     step "$t" "$t.log" "$limit" "$prebuilt/$t" --duration=true
     grep -q "SKIPPED: no CUDA device" "$logs/$t.log" && echo "  ($t saw no CUDA device: its cases were skipped)" | tee -a "$summary"
     { echo "==== $t"; cat "$logs/$t.log"; } >> "$logs/tests.log"
@@ -156,6 +156,14 @@ for coll in all_reduce reduce_scatter all_gather all_to_all broadcast; do
       "$tool" "$coll" --backend p2p --ranks "$ranks" "${sweep[@]}" --json "$logs/bench_p2p_${coll}_${ranks}.json"
   done
 done
+# Small messages (8 B to 1 MiB), where time is latency: p2p with 2 and 4 ranks, nccl with 1.
+small=(-b 8 -e 1M -f 32 -n 200 -w 20 -c 1)
+for ranks in 2 4; do
+  step "shardcast-bench all_reduce p2p x$ranks small" "bench_p2p_all_reduce_small_${ranks}.log" 45 \
+    "$tool" all_reduce --backend p2p --ranks "$ranks" "${small[@]}" --json "$logs/bench_p2p_all_reduce_small_${ranks}.json"
+done
+step "shardcast-bench all_reduce nccl x1 small" bench_nccl_all_reduce_small_1.log 45 \
+  "$tool" all_reduce --backend nccl --ranks 1 "${small[@]}" --json "$logs/bench_nccl_all_reduce_small_1.json"
 step "shardcast-bench all_reduce nccl x1" bench_nccl_all_reduce_1.log 60 \
   "$tool" all_reduce --backend nccl --ranks 1 "${sweep[@]}" --json "$logs/bench_nccl_all_reduce_1.json"
 # Whole redistributes (transition mode) of a 256 MiB float tensor on 4 p2p ranks.

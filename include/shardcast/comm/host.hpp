@@ -34,19 +34,12 @@
 #include "../config.hpp"
 #include "../error.hpp"
 #include "communicator.hpp"
+#include "rank_barrier.hpp"
 
 #if defined(__SSE2__) && !defined(__CUDA_ARCH__)
 #include <emmintrin.h>
 #endif
 
-/// Barrier waiting policy of the host backend (see detail::group_state): spins before
-/// yielding, and microseconds of yielding before parking.
-#ifndef SHARDCAST_HOST_BARRIER_SPIN
-#define SHARDCAST_HOST_BARRIER_SPIN 64
-#endif
-#ifndef SHARDCAST_HOST_BARRIER_YIELD_US
-#define SHARDCAST_HOST_BARRIER_YIELD_US 50
-#endif
 /// Collectives that touch at least this many bytes (read and written, over all ranks)
 /// store their output with non-temporal (streaming) stores where the CPU has them: the
 /// data would not stay in the caches anyway, and a streaming store does not read the
@@ -108,15 +101,6 @@ struct world_state {
   }
 };
 
-/// Pause instruction for spin-waiting (lets the sibling hyper-thread run).
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 SHARDCAST_SIZED_COPY_BEGIN
 /// memcpy of `n` bytes (no overlap) with non-temporal stores where available; the
 /// stores are fenced before returning, so a following barrier publishes them.
@@ -170,13 +154,6 @@ inline void combine(T* __restrict out, const T* __restrict a, const T* __restric
   }
 }
 
-/// How a barrier waits: spin `spin` times, then yield the CPU for up to `yield_for`,
-/// then park (sleep until woken by the last arrival, an abort, or the deadline).
-struct barrier_tuning {
-  static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
-  static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
-};
-
 /// What one rank published for the collective in progress.
 struct slot {
   op_kind kind = op_kind::none;
@@ -206,30 +183,17 @@ struct channel {
   dtype sent_type = dtype::f32;
 };
 
-/// State of one communicator (a group of ranks): barrier, slots, channels.
-///
-/// Barrier: one 64-bit word holds the generation (high 32 bits) and the number of ranks
-/// that arrived in it (low 32 bits). A rank arrives with one fetch_add; the last one
-/// stores (generation + 1, 0), which releases the others. Waiters spin briefly, then
-/// yield the CPU (ranks often outnumber cores), then park on a condition variable that
-/// the releaser signals only when someone is parked (`parked`), so the common path takes
-/// no lock. std::atomic::wait would park without a mutex, but it has no timeout, and a
-/// waiter must still notice the timeout; a parked waiter sleeps until its deadline at
-/// the latest. An abort (world_state::abort) wakes the parked waiters of every group.
-/// A waiter that gives up (abort, timeout) withdraws its arrival with a compare-exchange
-/// that only succeeds while the generation is unchanged and the count is below the group
-/// size: once the last rank has arrived the barrier is complete for everyone, as before.
+/// State of one communicator (a group of ranks): barrier, slots, channels. The barrier
+/// (comm/rank_barrier.hpp) spins, yields, then parks; an abort (world_state::abort) wakes
+/// the parked waiters of every group.
 struct group_state {
   std::shared_ptr<world_state> world;
   int size;
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  alignas(64) std::atomic<std::uint64_t> bar{0};   // (generation << 32) | arrived
-  alignas(64) std::atomic<int> parked{0};
-  std::mutex park_m;
-  std::condition_variable park_cv;
+  shardcast::detail::rank_barrier bar;
 
-  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)) {
+  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)), bar(n) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
     std::lock_guard lk(world->m);
@@ -269,69 +233,15 @@ struct group_state {
 
   void barrier(const char* where) {
     if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-    const std::uint64_t old = bar.fetch_add(1, std::memory_order_acq_rel);
-    const auto gen = static_cast<std::uint32_t>(old >> 32);
-    if (static_cast<int>(old & 0xffffffffu) + 1 == size) {
-      bar.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
-      if (parked.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard lk(park_m); }  // a parked waiter is either before its check or inside wait()
-        park_cv.notify_all();
-      }
-      return;
+    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
+      case shardcast::detail::rank_barrier::outcome::passed: return;
+      case shardcast::detail::rank_barrier::outcome::aborted: throw_aborted(where);
+      case shardcast::detail::rank_barrier::outcome::timed_out: throw_timeout(where);
     }
-    await(gen, where);
   }
 
   /// Wakes every waiter parked in this group's barrier (abort).
-  void wake_parked() {
-    { std::lock_guard lk(park_m); }
-    park_cv.notify_all();
-  }
-
- private:
-  bool passed(std::uint32_t gen, std::memory_order o = std::memory_order_acquire) const {
-    return static_cast<std::uint32_t>(bar.load(o) >> 32) != gen;
-  }
-  /// Withdraws this rank's arrival in generation `gen`; false if the barrier completed.
-  bool withdraw(std::uint32_t gen) {
-    std::uint64_t cur = bar.load(std::memory_order_acquire);
-    while (static_cast<std::uint32_t>(cur >> 32) == gen && static_cast<int>(cur & 0xffffffffu) < size)
-      if (bar.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
-    return false;
-  }
-  /// The barrier completed (return), or this rank gives up: withdraw, then throw.
-  void give_up(std::uint32_t gen, const char* where, bool timed_out) {
-    if (!withdraw(gen)) return;
-    if (timed_out) throw_timeout(where);
-    throw_aborted(where);
-  }
-
-  void await(std::uint32_t gen, const char* where) {
-    using clock = std::chrono::steady_clock;
-    for (int i = 0; i < barrier_tuning::spin; ++i) {
-      if (passed(gen)) return;
-      cpu_relax();
-    }
-    const auto start = clock::now();
-    const auto deadline = start + world->timeout;
-    while (clock::now() - start < barrier_tuning::yield_for) {
-      if (passed(gen)) return;
-      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
-      std::this_thread::yield();
-    }
-    while (true) {
-      if (passed(gen)) return;
-      if (world->aborted.load(std::memory_order_acquire)) return give_up(gen, where, false);
-      if (clock::now() >= deadline) return give_up(gen, where, true);
-      std::unique_lock lk(park_m);
-      parked.fetch_add(1, std::memory_order_seq_cst);
-      // Checked after announcing ourselves: the releaser stores the generation, then reads
-      // `parked` (both seq_cst), so either we see the new generation or it sees us and
-      // signals under park_m, which we hold until wait_until releases it.
-      if (!passed(gen, std::memory_order_seq_cst) && !world->aborted.load(std::memory_order_seq_cst)) park_cv.wait_until(lk, deadline);
-      parked.fetch_sub(1, std::memory_order_relaxed);
-    }
-  }
+  void wake_parked() { bar.wake_parked(); }
 };
 
 inline void world_state::abort(const std::string& why) {

@@ -6,7 +6,9 @@
 /// cudaMemcpyPeerAsync. Ordering is stream-ordered with events: each rank records an event on
 /// its stream after publishing its pointers and every peer waits on it with
 /// cudaStreamWaitEvent before reading; a second event says "done reading", so no rank reuses a
-/// buffer a peer is still reading. Point-to-point send/recv are pairwise: one channel per
+/// buffer a peer is still reading (all_reduce has a third, between its two phases). The host
+/// side meets at one barrier per event (comm/rank_barrier.hpp: spin, yield, then park): two
+/// per collective, three for all_reduce. Point-to-point send/recv are pairwise: one channel per
 /// (sender, receiver), so only the two ranks involved meet (see communicator::send).
 /// Host-side rendezvous has the host backend's failure semantics: a rank that throws aborts
 /// the world, and a wait longer than the timeout is a comm_error.
@@ -35,6 +37,7 @@
 #include "../cuda/reduce_scatter.cuh"
 #include "../error.hpp"
 #include "communicator.hpp"
+#include "rank_barrier.hpp"
 
 namespace shardcast::p2p {
 
@@ -58,17 +61,17 @@ inline std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds t)
   return std::chrono::milliseconds(60000);
 }
 
+struct group_state;
+
+/// State shared by every rank of one p2p::run: the abort flag, the timeout, and the groups
+/// (communicators) made in it, so an abort can wake every rank parked in a barrier.
 struct world_state {
   std::atomic<bool> aborted{false};
-  std::mutex m;
+  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
   std::string reason;
   std::chrono::milliseconds timeout{};
-  void abort(const std::string& why) {
-    std::lock_guard lk(m);
-    if (aborted.load()) return;
-    reason = why;
-    aborted.store(true);
-  }
+  std::vector<group_state*> groups;
+  inline void abort(const std::string& why);
   std::string why() {
     std::lock_guard lk(m);
     return reason;
@@ -82,10 +85,22 @@ struct slot {
   const std::size_t* send_counts = nullptr;
   const std::size_t* send_displs = nullptr;
   int root = 0, color = 0, key = 0, device = 0;
-  cudaEvent_t ready = nullptr;  // recorded after the rank's inputs are ready
-  cudaEvent_t done = nullptr;   // recorded after the rank finished reading peers
+  // The rank's events, recorded on its stream after its inputs are ready, after its part of
+  // an all_reduce's reduction, and after it finished reading peers. Made once by the rank
+  // (on its device) when its communicator is made, and destroyed with the group: a peer may
+  // still be making its stream wait for them after this rank dropped its communicator.
+  cudaEvent_t ready = nullptr;
+  cudaEvent_t reduced = nullptr;
+  cudaEvent_t done = nullptr;
   std::shared_ptr<struct group_state> made;
   std::vector<int> members;  // split: world-group ranks of the new group
+  slot() = default;
+  slot(const slot&) = delete;
+  slot& operator=(const slot&) = delete;
+  ~slot() {
+    for (cudaEvent_t e : {ready, reduced, done})
+      if (e) (void)cudaEventDestroy(e);
+  }
 };
 
 /// A point-to-point channel from one rank to another. The receiver posts its buffer and an
@@ -112,61 +127,73 @@ struct channel {
   }
 };
 
+/// State of one communicator (a group of ranks): barrier, slots, channels. The barrier
+/// (comm/rank_barrier.hpp, shared with the host backend) spins, yields, then parks, so a
+/// collective's host-side rendezvous costs well under a microsecond when every rank has a
+/// core; an abort (world_state::abort) wakes the parked waiters of every group.
 struct group_state {
   std::shared_ptr<world_state> world;
   int size;
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  std::mutex m;
-  std::condition_variable cv;
-  int arrived = 0;
-  std::uint64_t generation = 0;
-  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)) {
+  shardcast::detail::rank_barrier bar;
+  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)), bar(n) {
     channels.reserve(std::size_t(n) * std::size_t(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+    std::lock_guard lk(world->m);
+    world->groups.push_back(this);
   }
+  ~group_state() {
+    std::lock_guard lk(world->m);
+    std::erase(world->groups, this);
+  }
+  group_state(const group_state&) = delete;
+  group_state& operator=(const group_state&) = delete;
 
   [[noreturn]] void throw_aborted(const char* where) {
     throw comm_error(std::string("shardcast::p2p: ") + where + " abandoned: " + world->why());
   }
 
+  [[noreturn]] void throw_timeout(const char* where) {
+    const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " + std::to_string(world->timeout.count()) +
+                            " ms waiting for peers (a peer never arrived)";
+    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
+    // channel mutex (nothing takes one after those), never a park mutex.
+    world->abort(msg);
+    throw comm_error(msg);
+  }
+
   /// Waits on `c` under `lk` until `ready()`, the world aborts (comm_error), or the timeout
-  /// passes (the world is aborted, so every peer stops waiting too; comm_error).
+  /// passes (the world is aborted, so every peer stops waiting too; comm_error). For the
+  /// point-to-point channels.
   template <class Lock, class Pred>
   void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
     const auto deadline = std::chrono::steady_clock::now() + world->timeout;
     while (!ready()) {
       if (world->aborted.load()) throw_aborted(where);
       const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) {
-        const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " +
-                                std::to_string(world->timeout.count()) + " ms waiting for peers (a peer never arrived)";
-        world->abort(msg);  // takes only the world's mutex: no lock order with `lk` to break
-        throw comm_error(msg);
-      }
+      if (now >= deadline) throw_timeout(where);
       c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
     }
   }
 
   void barrier(const char* where) {
-    if (world->aborted.load()) throw_aborted(where);
-    std::unique_lock lk(m);
-    const std::uint64_t gen = generation;
-    if (++arrived == size) {
-      arrived = 0;
-      ++generation;
-      lk.unlock();
-      cv.notify_all();
-      return;
-    }
-    try {
-      wait(cv, lk, [&] { return generation != gen; }, where);
-    } catch (...) {
-      --arrived;  // wait() returns or throws with the lock held
-      throw;
+    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
+      case shardcast::detail::rank_barrier::outcome::passed: return;
+      case shardcast::detail::rank_barrier::outcome::aborted: throw_aborted(where);
+      case shardcast::detail::rank_barrier::outcome::timed_out: throw_timeout(where);
     }
   }
 };
+
+inline void world_state::abort(const std::string& why) {
+  std::lock_guard lk(m);
+  if (aborted.load()) return;
+  reason = why;
+  aborted.store(true, std::memory_order_seq_cst);
+  for (group_state* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
+}
 
 }  // namespace detail
 
@@ -203,12 +230,13 @@ class communicator {
     std::vector<const T*> srcs(static_cast<std::size_t>(p));
     for (int q = 0; q < p; ++q) srcs[std::size_t(q)] = static_cast<const T*>(peer(q).send) + off(rank_);
     if (len(rank_)) device::reduce_sources(srcs.data(), srcs.size(), recv + off(rank_), len(rank_), op, s);
-    finish(s, "all_reduce");
-    publish(send, recv, count, s, "all_reduce (gather)");
+    // Between the phases: every peer has reduced its chunk (and so finished reading mine).
+    // The pointers published above still hold: no rank leaves before the final barrier.
+    exchange(&detail::slot::reduced, s, "all_reduce");
     for (int q = 0; q < p; ++q)
       if (q != rank_ && len(q))
         copy_from(q, recv + off(q), static_cast<const T*>(peer(q).recv) + off(q), len(q) * sizeof(T), s);
-    finish(s, "all_reduce (gather)");
+    finish(s, "all_reduce");
   }
   template <class T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type s = {}) {
@@ -377,8 +405,11 @@ class communicator {
   }
 
   /// Rank `rank` of group `g`, with buffers on `device` (made by run and split).
-  communicator(std::shared_ptr<detail::group_state> g, int rank, int device)
-      : g_(std::move(g)), ev_(std::make_shared<events>()), rank_(rank), device_(device) {}
+  communicator(std::shared_ptr<detail::group_state> g, int rank, int device) : g_(std::move(g)), rank_(rank), device_(device) {
+    auto& me = mine();  // read by peers only after the next barrier
+    for (cudaEvent_t* e : {&me.ready, &me.reduced, &me.done})
+      if (!*e) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+  }
 
  private:
   const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
@@ -392,49 +423,40 @@ class communicator {
                                                  " is outside the group of " + std::to_string(size()));
   }
 
+  // Records my event `which` on my stream, meets every peer, and makes my stream wait for
+  // each peer's event of the same kind.
+  void exchange(cudaEvent_t detail::slot::* which, cudaStream_t s, const char* where) {
+    SHARDCAST_CUDA_TRY(cudaEventRecord(mine().*which, s));
+    g_->barrier(where);
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).*which, 0));
+  }
   // Publish my pointers and an event after my stream's prior work; wait for every peer's.
   void publish(const void* send, void* recv, std::size_t count, cudaStream_t s, const char* where) {
-    auto& me = g_->slots[std::size_t(rank_)];
+    auto& me = mine();
     me.send = send;
     me.recv = recv;
     me.count = count;
     me.device = device_;
-    SHARDCAST_CUDA_TRY(cudaEventRecord(ev_->ready, s));
-    me.ready = ev_->ready;
-    me.done = ev_->done;
-    g_->barrier(where);
-    for (int q = 0; q < size(); ++q)
-      if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).ready, 0));
+    exchange(&detail::slot::ready, s, where);
   }
-  // Say I am done reading; nobody leaves before every peer's reads are ordered before its
-  // later writes (each rank's stream waits for every peer's done event).
-  void finish(cudaStream_t s, const char* where) {
-    SHARDCAST_CUDA_TRY(cudaEventRecord(ev_->done, s));
-    g_->barrier(where);
-    for (int q = 0; q < size(); ++q)
-      if (q != rank_) SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, peer(q).done, 0));
-    g_->barrier(where);  // the slots may be reused once every rank has taken its waits
-  }
+  // Say I am done reading: every peer's stream waits for my done event before its later
+  // writes, and mine for theirs. Two barriers per collective suffice (publish, finish): a
+  // rank that leaves may publish its next pointers and record its next `ready` while peers
+  // still take these waits, because
+  //  - peers read my pointers only between the publish barrier and this one;
+  //  - they wait on my `ready` only before arriving here, and on my `done` only before
+  //    arriving at the next collective's publish barrier, which I must pass before I record
+  //    `done` (or `reduced`) again;
+  //  - the events in my slot never change (made with the communicator) and live as long as
+  //    the group, so a peer may take its waits after I have dropped my handle.
+  void finish(cudaStream_t s, const char* where) { exchange(&detail::slot::done, s, where); }
   void copy_from(int q, void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
     SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(dst, device_, src, peer(q).device, bytes, s));
   }
-  // Copies of a handle (one rank) share its two events.
-  struct events {
-    cudaEvent_t ready = nullptr, done = nullptr;
-    events() {
-      SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-      SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-    }
-    ~events() {
-      (void)cudaEventDestroy(ready);
-      (void)cudaEventDestroy(done);
-    }
-    events(const events&) = delete;
-    events& operator=(const events&) = delete;
-  };
+  detail::slot& mine() const { return g_->slots[std::size_t(rank_)]; }
 
   std::shared_ptr<detail::group_state> g_;
-  std::shared_ptr<events> ev_;
   int rank_ = 0;
   int device_ = 0;
 };

@@ -1,0 +1,137 @@
+#pragma once
+/// @file comm/rank_barrier.hpp
+/// The barrier of the in-process backends (host and p2p), where ranks are threads: one
+/// atomic word, waiters that spin, then yield, then park, and a timeout and an abort flag
+/// that every waiter honours. Internal: the communicators turn its outcome into their own
+/// comm_error.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+/// Barrier waiting policy of the in-process backends (host and p2p; see
+/// detail::rank_barrier): spins before yielding, and microseconds of yielding before parking.
+#ifndef SHARDCAST_HOST_BARRIER_SPIN
+#define SHARDCAST_HOST_BARRIER_SPIN 64
+#endif
+#ifndef SHARDCAST_HOST_BARRIER_YIELD_US
+#define SHARDCAST_HOST_BARRIER_YIELD_US 50
+#endif
+
+namespace shardcast::detail {
+
+/// Pause instruction for spin-waiting (lets the sibling hyper-thread run).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+/// How a barrier waits: spin `spin` times, then yield the CPU for up to `yield_for`,
+/// then park (sleep until woken by the last arrival, an abort, or the deadline).
+struct barrier_tuning {
+  static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
+  static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
+};
+
+/// A reusable barrier of `size` threads.
+///
+/// One 64-bit word holds the generation (high 32 bits) and the number of ranks that arrived
+/// in it (low 32 bits). A rank arrives with one fetch_add; the last one stores
+/// (generation + 1, 0), which releases the others. Waiters spin briefly, then yield the CPU
+/// (ranks often outnumber cores), then park on a condition variable that the releaser
+/// signals only when someone is parked (`parked`), so the common path takes no lock.
+/// std::atomic::wait would park without a mutex, but it has no timeout, and a waiter must
+/// still notice the timeout; a parked waiter sleeps until its deadline at the latest, or
+/// until wake_parked (which the owner calls after setting the abort flag).
+/// A waiter that gives up (abort, timeout) withdraws its arrival with a compare-exchange
+/// that only succeeds while the generation is unchanged and the count is below the size:
+/// once the last rank has arrived the barrier is complete for everyone.
+class rank_barrier {
+ public:
+  enum class outcome { passed, aborted, timed_out };
+
+  explicit rank_barrier(int size) : size_(size) {}
+  rank_barrier(const rank_barrier&) = delete;
+  rank_barrier& operator=(const rank_barrier&) = delete;
+
+  int size() const { return size_; }
+
+  /// Arrives and waits until every rank has arrived (passed), `aborted` becomes true
+  /// (aborted), or `timeout` passes (timed_out). A rank that does not pass has withdrawn
+  /// its arrival. The caller checks `aborted` before arriving, if it must.
+  outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout) {
+    const std::uint64_t old = bar_.fetch_add(1, std::memory_order_acq_rel);
+    const auto gen = static_cast<std::uint32_t>(old >> 32);
+    if (static_cast<int>(old & 0xffffffffu) + 1 == size_) {
+      bar_.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
+      if (parked_.load(std::memory_order_seq_cst) > 0) {
+        { std::lock_guard lk(park_m_); }  // a parked waiter is either before its check or inside wait()
+        park_cv_.notify_all();
+      }
+      return outcome::passed;
+    }
+    return await(gen, aborted, timeout);
+  }
+
+  /// Wakes every waiter parked here (call after setting the abort flag).
+  void wake_parked() {
+    { std::lock_guard lk(park_m_); }
+    park_cv_.notify_all();
+  }
+
+ private:
+  bool passed(std::uint32_t gen, std::memory_order o = std::memory_order_acquire) const {
+    return static_cast<std::uint32_t>(bar_.load(o) >> 32) != gen;
+  }
+  /// Withdraws this rank's arrival in generation `gen`; false if the barrier completed.
+  bool withdraw(std::uint32_t gen) {
+    std::uint64_t cur = bar_.load(std::memory_order_acquire);
+    while (static_cast<std::uint32_t>(cur >> 32) == gen && static_cast<int>(cur & 0xffffffffu) < size_)
+      if (bar_.compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel, std::memory_order_acquire)) return true;
+    return false;
+  }
+  /// The barrier completed (passed), or this rank gives up: withdraw, then say why.
+  outcome give_up(std::uint32_t gen, outcome why) { return withdraw(gen) ? why : outcome::passed; }
+
+  outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout) {
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < barrier_tuning::spin; ++i) {
+      if (passed(gen)) return outcome::passed;
+      cpu_relax();
+    }
+    const auto start = clock::now();
+    const auto deadline = start + timeout;
+    while (clock::now() - start < barrier_tuning::yield_for) {
+      if (passed(gen)) return outcome::passed;
+      if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      std::this_thread::yield();
+    }
+    while (true) {
+      if (passed(gen)) return outcome::passed;
+      if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      if (clock::now() >= deadline) return give_up(gen, outcome::timed_out);
+      std::unique_lock lk(park_m_);
+      parked_.fetch_add(1, std::memory_order_seq_cst);
+      // Checked after announcing ourselves: the releaser stores the generation, then reads
+      // `parked` (both seq_cst), so either we see the new generation or it sees us and
+      // signals under park_m, which we hold until wait_until releases it. An abort sets the
+      // flag (seq_cst) before wake_parked takes park_m, likewise.
+      if (!passed(gen, std::memory_order_seq_cst) && !aborted.load(std::memory_order_seq_cst)) park_cv_.wait_until(lk, deadline);
+      parked_.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+
+  int size_;
+  alignas(64) std::atomic<std::uint64_t> bar_{0};  // (generation << 32) | arrived
+  alignas(64) std::atomic<int> parked_{0};
+  std::mutex park_m_;
+  std::condition_variable park_cv_;
+};
+
+}  // namespace shardcast::detail
