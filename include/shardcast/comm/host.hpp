@@ -34,7 +34,7 @@
 #include "../config.hpp"
 #include "../error.hpp"
 #include "communicator.hpp"
-#include "rank_barrier.hpp"
+#include "in_process.hpp"
 
 #if defined(__SSE2__) && !defined(__CUDA_ARCH__)
 #include <emmintrin.h>
@@ -83,23 +83,8 @@ inline std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(60000);
 }
 
-struct group_state;
-
-/// State shared by every rank of one host::run: the abort flag, the timeout, and the
-/// groups (communicators) made in it, so an abort can wake every rank parked in a barrier.
-struct world_state {
-  std::atomic<bool> aborted{false};
-  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
-  std::string reason;
-  std::chrono::milliseconds timeout;
-  std::vector<group_state*> groups;
-
-  inline void abort(const std::string& why);
-  std::string why() {
-    std::lock_guard lk(m);
-    return reason;
-  }
-};
+/// State shared by every rank of one host::run (comm/in_process.hpp).
+using world_state = shardcast::detail::in_process_world;
 
 SHARDCAST_SIZED_COPY_BEGIN
 /// memcpy of `n` bytes (no overlap) with non-temporal stores where available; the
@@ -183,74 +168,19 @@ struct channel {
   dtype sent_type = dtype::f32;
 };
 
-/// State of one communicator (a group of ranks): barrier, slots, channels. The barrier
-/// (comm/rank_barrier.hpp) spins, yields, then parks; an abort (world_state::abort) wakes
-/// the parked waiters of every group.
-struct group_state {
-  std::shared_ptr<world_state> world;
-  int size;
+/// State of one communicator (a group of ranks): the barrier, abort and timeout handling
+/// it shares with the p2p backend (comm/in_process.hpp: spin, yield, then park; an abort
+/// wakes the parked waiters of every group), and its slots and channels.
+struct group_state : shardcast::detail::in_process_group {
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  shardcast::detail::rank_barrier bar;
 
-  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(static_cast<std::size_t>(n)), bar(n) {
+  group_state(std::shared_ptr<world_state> w, int n)
+      : in_process_group(std::move(w), n, "shardcast::host"), slots(static_cast<std::size_t>(n)) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
-    std::lock_guard lk(world->m);
-    world->groups.push_back(this);
   }
-  ~group_state() {
-    std::lock_guard lk(world->m);
-    std::erase(world->groups, this);
-  }
-  group_state(const group_state&) = delete;
-  group_state& operator=(const group_state&) = delete;
-
-  [[noreturn]] void throw_aborted(const char* where) {
-    throw comm_error(std::string("shardcast::host: ") + where + " abandoned: " + world->why());
-  }
-  [[noreturn]] void throw_timeout(const char* where) {
-    std::string msg = std::string("shardcast::host: ") + where + " timed out after " + std::to_string(world->timeout.count()) +
-                      " ms waiting for peers (a peer never arrived)";
-    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
-    // channel mutex (nothing takes one after those), never a park mutex.
-    world->abort(msg);
-    throw comm_error(msg);
-  }
-
-  /// Waits on `cv` under `lk` until `ready()`, the world aborts, or the timeout passes
-  /// (point-to-point channels).
-  template <class Lock, class Pred>
-  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
-    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
-    while (!ready()) {
-      if (world->aborted.load()) throw_aborted(where);
-      auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) throw_timeout(where);
-      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
-    }
-  }
-
-  void barrier(const char* where) {
-    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
-      case shardcast::detail::rank_barrier::outcome::passed: return;
-      case shardcast::detail::rank_barrier::outcome::aborted: throw_aborted(where);
-      case shardcast::detail::rank_barrier::outcome::timed_out: throw_timeout(where);
-    }
-  }
-
-  /// Wakes every waiter parked in this group's barrier (abort).
-  void wake_parked() { bar.wake_parked(); }
 };
-
-inline void world_state::abort(const std::string& why) {
-  std::lock_guard lk(m);
-  if (aborted.load()) return;
-  reason = why;
-  aborted.store(true, std::memory_order_seq_cst);
-  for (group_state* g : groups) g->wake_parked();  // world mutex, then the group's park mutex
-}
 
 }  // namespace detail
 

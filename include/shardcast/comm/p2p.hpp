@@ -37,7 +37,7 @@
 #include "../cuda/reduce_scatter.cuh"
 #include "../error.hpp"
 #include "communicator.hpp"
-#include "rank_barrier.hpp"
+#include "in_process.hpp"
 
 namespace shardcast::p2p {
 
@@ -61,22 +61,8 @@ inline std::chrono::milliseconds timeout_or_default(std::chrono::milliseconds t)
   return std::chrono::milliseconds(60000);
 }
 
-struct group_state;
-
-/// State shared by every rank of one p2p::run: the abort flag, the timeout, and the groups
-/// (communicators) made in it, so an abort can wake every rank parked in a barrier.
-struct world_state {
-  std::atomic<bool> aborted{false};
-  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
-  std::string reason;
-  std::chrono::milliseconds timeout{};
-  std::vector<group_state*> groups;
-  inline void abort(const std::string& why);
-  std::string why() {
-    std::lock_guard lk(m);
-    return reason;
-  }
-};
+/// State shared by every rank of one p2p::run (comm/in_process.hpp).
+using world_state = shardcast::detail::in_process_world;
 
 struct slot {
   const void* send = nullptr;
@@ -127,73 +113,18 @@ struct channel {
   }
 };
 
-/// State of one communicator (a group of ranks): barrier, slots, channels. The barrier
-/// (comm/rank_barrier.hpp, shared with the host backend) spins, yields, then parks, so a
+/// State of one communicator (a group of ranks): the barrier, abort and timeout handling
+/// it shares with the host backend (comm/in_process.hpp: spin, yield, then park, so a
 /// collective's host-side rendezvous costs well under a microsecond when every rank has a
-/// core; an abort (world_state::abort) wakes the parked waiters of every group.
-struct group_state {
-  std::shared_ptr<world_state> world;
-  int size;
+/// core; an abort wakes the parked waiters of every group), and its slots and channels.
+struct group_state : shardcast::detail::in_process_group {
   std::vector<slot> slots;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
-  shardcast::detail::rank_barrier bar;
-  group_state(std::shared_ptr<world_state> w, int n) : world(std::move(w)), size(n), slots(std::size_t(n)), bar(n) {
+  group_state(std::shared_ptr<world_state> w, int n) : in_process_group(std::move(w), n, "shardcast::p2p"), slots(std::size_t(n)) {
     channels.reserve(std::size_t(n) * std::size_t(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
-    std::lock_guard lk(world->m);
-    world->groups.push_back(this);
-  }
-  ~group_state() {
-    std::lock_guard lk(world->m);
-    std::erase(world->groups, this);
-  }
-  group_state(const group_state&) = delete;
-  group_state& operator=(const group_state&) = delete;
-
-  [[noreturn]] void throw_aborted(const char* where) {
-    throw comm_error(std::string("shardcast::p2p: ") + where + " abandoned: " + world->why());
-  }
-
-  [[noreturn]] void throw_timeout(const char* where) {
-    const std::string msg = std::string("shardcast::p2p: ") + where + " timed out after " + std::to_string(world->timeout.count()) +
-                            " ms waiting for peers (a peer never arrived)";
-    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
-    // channel mutex (nothing takes one after those), never a park mutex.
-    world->abort(msg);
-    throw comm_error(msg);
-  }
-
-  /// Waits on `c` under `lk` until `ready()`, the world aborts (comm_error), or the timeout
-  /// passes (the world is aborted, so every peer stops waiting too; comm_error). For the
-  /// point-to-point channels.
-  template <class Lock, class Pred>
-  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
-    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
-    while (!ready()) {
-      if (world->aborted.load()) throw_aborted(where);
-      const auto now = std::chrono::steady_clock::now();
-      if (now >= deadline) throw_timeout(where);
-      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
-    }
-  }
-
-  void barrier(const char* where) {
-    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
-      case shardcast::detail::rank_barrier::outcome::passed: return;
-      case shardcast::detail::rank_barrier::outcome::aborted: throw_aborted(where);
-      case shardcast::detail::rank_barrier::outcome::timed_out: throw_timeout(where);
-    }
   }
 };
-
-inline void world_state::abort(const std::string& why) {
-  std::lock_guard lk(m);
-  if (aborted.load()) return;
-  reason = why;
-  aborted.store(true, std::memory_order_seq_cst);
-  for (group_state* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
-}
 
 }  // namespace detail
 

@@ -1,0 +1,108 @@
+#pragma once
+/// @file comm/in_process.hpp
+/// What the in-process backends (host and p2p, whose ranks are threads of one process)
+/// share: the world of one run (abort flag, reason, timeout, and the groups made in it) and
+/// the part of a group that makes ranks meet (a barrier, channel waits, and the comm_error
+/// of an abort or a timeout, named after the backend). Internal.
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../error.hpp"
+#include "rank_barrier.hpp"
+
+namespace shardcast::detail {
+
+struct in_process_group;
+
+/// State shared by every rank of one run: the abort flag, the timeout, and the groups
+/// (communicators) made in it, so an abort can wake every rank parked in a barrier.
+struct in_process_world {
+  std::atomic<bool> aborted{false};
+  std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
+  std::string reason;
+  std::chrono::milliseconds timeout{};
+  std::vector<in_process_group*> groups;
+
+  /// Aborts the world (the first reason stays) and wakes the parked waiters of every group.
+  inline void abort(const std::string& why);
+  std::string why() {
+    std::lock_guard lk(m);
+    return reason;
+  }
+};
+
+/// The meeting part of one group of ranks. A backend's group state derives from it and adds
+/// its slots and channels.
+struct in_process_group {
+  std::shared_ptr<in_process_world> world;
+  int size;
+  rank_barrier bar;
+  const char* backend;  ///< prefix of its errors, e.g. "shardcast::host"
+
+  in_process_group(std::shared_ptr<in_process_world> w, int n, const char* name)
+      : world(std::move(w)), size(n), bar(n), backend(name) {
+    std::lock_guard lk(world->m);
+    world->groups.push_back(this);
+  }
+  ~in_process_group() {
+    std::lock_guard lk(world->m);
+    std::erase(world->groups, this);
+  }
+  in_process_group(const in_process_group&) = delete;
+  in_process_group& operator=(const in_process_group&) = delete;
+
+  [[noreturn]] void throw_aborted(const char* where) {
+    throw comm_error(std::string(backend) + ": " + where + " abandoned: " + world->why());
+  }
+  [[noreturn]] void throw_timeout(const char* where) {
+    const std::string msg = std::string(backend) + ": " + where + " timed out after " + std::to_string(world->timeout.count()) +
+                            " ms waiting for peers (a peer never arrived)";
+    // abort() takes the world's mutex, then each group's park mutex; the caller may hold a
+    // channel mutex (nothing takes one after those), never a park mutex.
+    world->abort(msg);
+    throw comm_error(msg);
+  }
+
+  /// Waits on `c` under `lk` until `ready()`, the world aborts, or the timeout passes (the
+  /// world is then aborted, so every peer stops waiting too). For point-to-point channels.
+  /// @throws comm_error on abort or timeout.
+  template <class Lock, class Pred>
+  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
+    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
+    while (!ready()) {
+      if (world->aborted.load()) throw_aborted(where);
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) throw_timeout(where);
+      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+    }
+  }
+
+  /// Every rank of the group meets here (see rank_barrier).
+  /// @throws comm_error if the world aborts or the timeout passes first.
+  void barrier(const char* where) {
+    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
+      case rank_barrier::outcome::passed: return;
+      case rank_barrier::outcome::aborted: throw_aborted(where);
+      case rank_barrier::outcome::timed_out: throw_timeout(where);
+    }
+  }
+};
+
+inline void in_process_world::abort(const std::string& why) {
+  std::lock_guard lk(m);
+  if (aborted.load()) return;
+  reason = why;
+  aborted.store(true, std::memory_order_seq_cst);
+  for (in_process_group* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
+}
+
+}  // namespace shardcast::detail
