@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Small-message latency of two shardcast-bench builds on the p2p backend, run alternately in
-# one session so that both see the same machine: all_reduce, reduce_scatter and all_gather
-# of 8 B to 256 KiB on 2 and 4 ranks of GPU 0, ROUNDS rounds of (A, B).
+# Small-message latency of two shardcast-bench builds, run alternately in one session so
+# that both see the same machine: all_reduce, reduce_scatter and all_gather of 8 B to
+# 256 KiB on 2 and 4 ranks of the p2p backend (GPU 0), ROUNDS rounds of (A, B).
 #
 #   bench/gpu/latency_ab.sh A_BENCH B_BENCH OUTDIR [ROUNDS]
+#
+# SHARDCAST_AB_BACKEND (default p2p) and SHARDCAST_AB_COLLS (default "all_reduce
+# reduce_scatter all_gather") choose other backends and collectives, e.g. host and sendrecv.
 #
 # OUTDIR/latency_ab.log holds every run's table; OUTDIR/latency_ab.txt one line per
 # (collective, ranks, size, build) with the times of each round and their median (us).
@@ -15,15 +18,18 @@ rounds=${4:-5}
 mkdir -p "$out"
 log="$out/latency_ab.log"
 : > "$log"
+backend=${SHARDCAST_AB_BACKEND:-p2p}
+read -r -a colls <<< "${SHARDCAST_AB_COLLS:-all_reduce reduce_scatter all_gather}"
 sizes=(-b 8 -e 256K -f 32 -n 200 -w 20 -c 1)
+[[ $backend == host ]] && sizes+=(--no-roofline)
 for round in $(seq 1 "$rounds"); do
-  for coll in all_reduce reduce_scatter all_gather; do
+  for coll in "${colls[@]}"; do
     for ranks in 2 4; do
       for build in A B; do
         bin=$a
         [[ $build == B ]] && bin=$b
         echo "## round $round $coll ranks $ranks build $build" >> "$log"
-        timeout 60 "$bin" "$coll" --backend p2p --ranks "$ranks" "${sizes[@]}" >> "$log" 2>&1 || echo "## FAILED" >> "$log"
+        timeout 60 "$bin" "$coll" --backend "$backend" --ranks "$ranks" "${sizes[@]}" >> "$log" 2>&1 || echo "## FAILED" >> "$log"
       done
     done
   done

@@ -17,8 +17,10 @@
 
 namespace shardcast::bench {
 
-/// The collectives the tool measures.
-enum class coll : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast };
+/// The collectives the tool measures. sendrecv is nccl-tests' sendrecv_perf: every rank
+/// sends its buffer to the next rank and receives the previous rank's (a ring of
+/// point-to-point transfers).
+enum class coll : std::uint8_t { all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, sendrecv };
 
 inline const char* to_string(coll c) {
   switch (c) {
@@ -27,12 +29,13 @@ inline const char* to_string(coll c) {
     case coll::reduce_scatter: return "reduce_scatter";
     case coll::all_to_all: return "all_to_all";
     case coll::broadcast: return "broadcast";
+    case coll::sendrecv: return "sendrecv";
   }
   return "?";
 }
 
 inline bool parse_coll(const std::string& s, coll& out) {
-  for (coll c : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::all_to_all, coll::broadcast})
+  for (coll c : {coll::all_reduce, coll::all_gather, coll::reduce_scatter, coll::all_to_all, coll::broadcast, coll::sendrecv})
     if (s == to_string(c)) {
       out = c;
       return true;
@@ -57,9 +60,35 @@ inline double busbw_factor(coll c, int n) {
     case coll::all_gather:
     case coll::reduce_scatter:
     case coll::all_to_all: return double(n - 1) / n;
-    case coll::broadcast: return 1.0;
+    case coll::broadcast:
+    case coll::sendrecv: return 1.0;
   }
   return 1.0;
+}
+
+/// Why `c` cannot run on `n` ranks with broadcast root `root`; empty if it can.
+inline std::string rank_problem(coll c, int root, int n) {
+  if (c == coll::broadcast && (root < 0 || root >= n))
+    return "root " + std::to_string(root) + " is not a rank of " + std::to_string(n);
+  if (c == coll::sendrecv && n < 2) return "sendrecv needs at least 2 ranks (it sends to the next rank)";
+  return {};
+}
+
+/// One sendrecv step on any communicator: `count` elements of `send` to rank + 1 and from
+/// rank - 1 into `recv` (modulo the size). Sends block until their receive is posted
+/// (host and p2p; NCCL's wait on the stream), so even ranks send first and odd ranks
+/// receive first: every send then meets a posted receive, whatever the number of ranks.
+template <class Comm, class T, class... Stream>
+void ring_sendrecv(Comm& comm, const T* send, T* recv, std::size_t count, Stream... s) {
+  const int n = comm.size(), me = comm.rank();
+  const int next = (me + 1) % n, prev = (me + n - 1) % n;
+  if (me % 2 == 0) {
+    comm.send(send, count, next, s...);
+    comm.recv(recv, count, prev, s...);
+  } else {
+    comm.recv(recv, count, prev, s...);
+    comm.send(send, count, next, s...);
+  }
 }
 
 /// Options, with nccl-tests' flag names and meanings.
@@ -152,6 +181,7 @@ inline counts counts_for(coll c, std::size_t bytes, std::size_t elem, int n) {
   switch (c) {
     case coll::all_reduce:
     case coll::broadcast:
+    case coll::sendrecv:
       k.total = bytes / elem;
       k.send = k.recv = k.arg = k.total;
       break;
@@ -216,6 +246,7 @@ inline T expected(coll c, reduce_op op, int n, int root, int me, const counts& k
       return input_value<T>(static_cast<int>(q), static_cast<std::size_t>(me) * k.arg + i % k.arg);
     }
     case coll::broadcast: return input_value<T>(root, i);
+    case coll::sendrecv: return input_value<T>((me + n - 1) % n, i);
   }
   return T{};
 }
@@ -231,7 +262,7 @@ inline std::int64_t count_wrong(coll c, reduce_op op, int n, int root, int me, c
 
 inline void print_usage(const char* prog, bool mpi_tool) {
   std::fprintf(stderr,
-               "usage: %s all_reduce|all_gather|reduce_scatter|all_to_all|broadcast [options]\n"
+               "usage: %s all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|sendrecv [options]\n"
                "%s"
                "  -b, --minbytes SIZE   smallest size in bytes (K/M/G suffixes), default 32M\n"
                "  -e, --maxbytes SIZE   largest size in bytes, default 32M\n"

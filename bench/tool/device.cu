@@ -119,6 +119,7 @@ void run_size(Comm& comm, const options& o, std::size_t bytes, cudaStream_t s, s
       case coll::reduce_scatter: comm.reduce_scatter(send.p, recv.p, k.arg, o.op, s); break;
       case coll::all_to_all: comm.all_to_all(send.p, recv.p, k.arg, s); break;
       case coll::broadcast: comm.broadcast(recv.p, k.arg, o.root, s); break;
+      case coll::sendrecv: ring_sendrecv(comm, send.p, recv.p, k.arg, s); break;
     }
   };
   upload();
@@ -250,8 +251,8 @@ int device_ranks(const options& o) {
 int device_sweep(const options& o, const std::function<void(const device_row&)>& on_row) {
   const int n = device_ranks(o);
   if (n < 0) return 2;
-  if (o.op_kind == coll::broadcast && (o.root < 0 || o.root >= n)) {
-    std::fprintf(stderr, "shardcast-bench: root %d is not a rank of %d\n", o.root, n);
+  if (const std::string why = rank_problem(o.op_kind, o.root, n); !why.empty()) {
+    std::fprintf(stderr, "shardcast-bench: %s\n", why.c_str());
     return 2;
   }
   std::printf("# device backend: buffers in device memory, times from CUDA events; cpy1/cpyN are device copies, not host memcpy:\n"

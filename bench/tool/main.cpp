@@ -106,6 +106,7 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
       case bn::coll::reduce_scatter: comm.reduce_scatter(send.get(), recv.get(), k.arg, o.op); break;
       case bn::coll::all_to_all: comm.all_to_all(send.get(), recv.get(), k.arg); break;
       case bn::coll::broadcast: comm.broadcast(recv.get(), k.arg, o.root); break;
+      case bn::coll::sendrecv: bn::ring_sendrecv(comm, send.get(), recv.get(), k.arg); break;
     }
   };
   if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.get(), k.recv, me);
@@ -275,8 +276,8 @@ int finish(const bn::options& o, int nranks, const std::vector<row>& rows) {
 
 int run_host(const bn::options& o) {
   print_header(o, o.ranks);
-  if (o.op_kind == bn::coll::broadcast && (o.root < 0 || o.root >= o.ranks)) {
-    std::fprintf(stderr, "shardcast-bench: root %d is not a rank of %d\n", o.root, o.ranks);
+  if (const std::string why = bn::rank_problem(o.op_kind, o.root, o.ranks); !why.empty()) {
+    std::fprintf(stderr, "shardcast-bench: %s\n", why.c_str());
     return 2;
   }
   std::vector<row> rows;
@@ -304,9 +305,15 @@ int run_mpi_backend(const bn::options& o) {
   int status = 0;
   {
     sc::mpi::communicator comm(MPI_COMM_WORLD);
-    if (comm.rank() == 0) print_header(o, comm.size());
+    const std::string why = bn::rank_problem(o.op_kind, o.root, comm.size());
+    if (!why.empty()) {
+      if (comm.rank() == 0) std::fprintf(stderr, "shardcast-bench: %s\n", why.c_str());
+      status = 2;
+    } else if (comm.rank() == 0) {
+      print_header(o, comm.size());
+    }
     std::vector<row> rows;
-    for (std::size_t bytes : bn::sweep(o)) {
+    for (std::size_t bytes : why.empty() ? bn::sweep(o) : std::vector<std::size_t>{}) {
       row r;
       bn::with_dtype(o.type, [&]<class T>() { r = run_size<T>(comm, o, bytes); });
       if (comm.rank() == 0) {
@@ -315,7 +322,7 @@ int run_mpi_backend(const bn::options& o) {
       }
       rows.push_back(r);
     }
-    if (comm.rank() == 0) status = finish(o, comm.size(), rows);
+    if (comm.rank() == 0 && why.empty()) status = finish(o, comm.size(), rows);
     int s = status;
     MPI_Allreduce(&s, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   }

@@ -72,6 +72,9 @@ int run(const bn::options& o, int n, int me) {
           break;
         case bn::coll::all_to_all: MPI_Alltoall(send.data(), c, dt, recv.data(), c, dt, MPI_COMM_WORLD); break;
         case bn::coll::broadcast: MPI_Bcast(recv.data(), c, dt, o.root, MPI_COMM_WORLD); break;
+        case bn::coll::sendrecv:
+          MPI_Sendrecv(send.data(), c, dt, (me + 1) % n, 0, recv.data(), c, dt, (me + n - 1) % n, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          break;
       }
     };
     if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
@@ -118,7 +121,10 @@ int main(int argc, char** argv) {
   bn::options o;
   int status = 0;
   if (!bn::parse_args(argc, argv, o, true)) status = 2;
-  else if (o.op_kind == bn::coll::broadcast && (o.root < 0 || o.root >= n)) status = 2;
+  else if (const std::string why = bn::rank_problem(o.op_kind, o.root, n); !why.empty()) {
+    if (me == 0) std::fprintf(stderr, "shardcast-bench-mpi: %s\n", why.c_str());
+    status = 2;
+  }
   else bn::with_dtype(o.type, [&]<class T>() { status = run<T>(o, n, me); });
   MPI_Finalize();
   return status;

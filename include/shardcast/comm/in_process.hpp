@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -73,10 +74,28 @@ struct in_process_group {
 
   /// Waits on `c` under `lk` until `ready()`, the world aborts, or the timeout passes (the
   /// world is then aborted, so every peer stops waiting too). For point-to-point channels.
+  /// Like the barrier, it first spins (releasing `lk` between checks, so the peer can take
+  /// it), then yields for a while, and only then sleeps on `c`: a peer that is about to
+  /// arrive costs no sleep and wake-up.
   /// @throws comm_error on abort or timeout.
   template <class Lock, class Pred>
   void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
-    const auto deadline = std::chrono::steady_clock::now() + world->timeout;
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < barrier_tuning::spin && !ready(); ++i) {
+      lk.unlock();
+      cpu_relax();
+      lk.lock();
+    }
+    if (!ready()) {
+      const auto start = clock::now();
+      while (!ready() && clock::now() - start < barrier_tuning::yield_for) {
+        if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+        lk.unlock();
+        std::this_thread::yield();
+        lk.lock();
+      }
+    }
+    const auto deadline = clock::now() + world->timeout;
     while (!ready()) {
       if (world->aborted.load()) throw_aborted(where);
       const auto now = std::chrono::steady_clock::now();
