@@ -157,9 +157,7 @@ struct slot {
 
 /// A point-to-point channel from one rank to another (rendezvous: the sender copies
 /// straight into the receiver's posted buffer).
-struct channel {
-  std::mutex m;
-  std::condition_variable cv;
+struct channel : shardcast::detail::channel_sync {
   void* buf = nullptr;
   std::size_t count = 0;
   dtype type = dtype::f32;
@@ -302,7 +300,7 @@ class communicator {
     check_peer(peer, "send");
     auto& ch = *g_->channels[static_cast<std::size_t>(rank_ * size() + peer)];
     std::unique_lock lk(ch.m);
-    g_->wait(ch.cv, lk, [&] { return ch.posted && !ch.done; }, "send");
+    g_->wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
     if (ch.count != count || ch.type != dtype_of<T>::value) {
       ch.mismatch = true;
       ch.sent_count = count;
@@ -312,13 +310,13 @@ class communicator {
                               to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
                               std::to_string(ch.count) + " " + to_string(ch.type);
       lk.unlock();
-      ch.cv.notify_all();
+      ch.notify();
       throw comm_error(msg);
     }
     copy(static_cast<T*>(ch.buf), buf, count);
     ch.done = true;
     lk.unlock();
-    ch.cv.notify_all();
+    ch.notify();
   }
 
   template <element_type T>
@@ -332,9 +330,9 @@ class communicator {
     ch.posted = true;
     ch.done = false;
     ch.mismatch = false;
-    ch.cv.notify_all();
+    ch.notify();
     try {
-      g_->wait(ch.cv, lk, [&] { return ch.done; }, "recv");
+      g_->wait(ch, lk, [&] { return ch.done; }, "recv");
     } catch (...) {
       ch.posted = false;
       throw;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,20 @@
 namespace shardcast::detail {
 
 struct in_process_group;
+
+/// The meeting point of a point-to-point channel: a mutex for its state, a condition
+/// variable for sleepers, and a count of changes that spinning waiters watch without the
+/// mutex. A backend's channel derives from it and calls notify() after every change of
+/// its state that a waiter may be waiting for.
+struct channel_sync {
+  std::mutex m;
+  std::condition_variable cv;
+  std::atomic<std::uint32_t> changes{0};
+  void notify() {
+    changes.fetch_add(1, std::memory_order_acq_rel);
+    cv.notify_all();
+  }
+};
 
 /// State shared by every rank of one run: the abort flag, the timeout, and the groups
 /// (communicators) made in it, so an abort can wake every rank parked in a barrier.
@@ -72,35 +87,40 @@ struct in_process_group {
     throw comm_error(msg);
   }
 
-  /// Waits on `c` under `lk` until `ready()`, the world aborts, or the timeout passes (the
-  /// world is then aborted, so every peer stops waiting too). For point-to-point channels.
-  /// Like the barrier, it first spins (releasing `lk` between checks, so the peer can take
-  /// it), then yields for a while, and only then sleeps on `c`: a peer that is about to
-  /// arrive costs no sleep and wake-up.
-  /// @throws comm_error on abort or timeout.
+  /// Waits on channel `ch` under `lk` (a lock of `ch.m`) until `ready()`, the world aborts,
+  /// or the timeout passes (the world is then aborted, so every peer stops waiting too).
+  /// Like the barrier, it first spins and then yields, both without the mutex, watching
+  /// `ch.changes` (a peer that is about to arrive costs no sleep and wake-up, and finds the
+  /// mutex free); then it sleeps on `ch.cv`.
+  /// @throws comm_error on abort or timeout (with `lk` held, as on return).
   template <class Lock, class Pred>
-  void wait(std::condition_variable& c, Lock& lk, Pred ready, const char* where) {
+  void wait(channel_sync& ch, Lock& lk, Pred ready, const char* where) {
     using clock = std::chrono::steady_clock;
-    for (int i = 0; i < barrier_tuning::spin && !ready(); ++i) {
+    const auto start = clock::now();
+    int spins = 0;
+    while (!ready()) {
+      if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+      // No peer can change the channel before we unlock: a change after this load shows.
+      const std::uint32_t seen = ch.changes.load(std::memory_order_acquire);
       lk.unlock();
-      cpu_relax();
-      lk.lock();
-    }
-    if (!ready()) {
-      const auto start = clock::now();
-      while (!ready() && clock::now() - start < barrier_tuning::yield_for) {
-        if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-        lk.unlock();
-        std::this_thread::yield();
-        lk.lock();
+      bool changed = false;
+      for (; spins < barrier_tuning::spin && !changed; ++spins) {
+        changed = ch.changes.load(std::memory_order_acquire) != seen;
+        if (!changed) cpu_relax();
       }
+      while (!changed && clock::now() - start < barrier_tuning::yield_for) {
+        changed = ch.changes.load(std::memory_order_acquire) != seen;
+        if (!changed) std::this_thread::yield();
+      }
+      lk.lock();
+      if (!changed) break;  // spinning and yielding are spent: sleep
     }
     const auto deadline = clock::now() + world->timeout;
     while (!ready()) {
       if (world->aborted.load()) throw_aborted(where);
-      const auto now = std::chrono::steady_clock::now();
+      const auto now = clock::now();
       if (now >= deadline) throw_timeout(where);
-      c.wait_for(lk, std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+      ch.cv.wait_for(lk, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(5)));
     }
   }
 

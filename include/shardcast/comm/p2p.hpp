@@ -94,9 +94,7 @@ struct slot {
 /// makes its stream wait for `ready`, enqueues the peer copy, records `copied` after it and
 /// marks the channel done; the receiver makes its stream wait for `copied`. Each event is
 /// created by the rank that records it, on that rank's device, the first time it is needed.
-struct channel {
-  std::mutex m;
-  std::condition_variable cv;
+struct channel : shardcast::detail::channel_sync {
   void* buf = nullptr;
   std::size_t bytes = 0;
   int device = 0;  // the receiver's
@@ -250,7 +248,7 @@ class communicator {
     auto& g = *g_;
     auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
     std::unique_lock lk(ch.m);
-    g.wait(ch.cv, lk, [&] { return ch.posted && !ch.done; }, "send");
+    g.wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
     const std::size_t bytes = count * sizeof(T);
     if (ch.bytes != bytes) {
       ch.mismatch = true;
@@ -259,7 +257,7 @@ class communicator {
       const std::string msg = "shardcast::p2p::send: rank " + std::to_string(rank_) + " sends " + std::to_string(bytes) +
                               " bytes to rank " + std::to_string(peer_rank) + ", which posted a receive of " + std::to_string(ch.bytes);
       lk.unlock();
-      ch.cv.notify_all();
+      ch.notify();
       throw comm_error(msg);
     }
     if (bytes) {
@@ -270,7 +268,7 @@ class communicator {
     SHARDCAST_CUDA_TRY(cudaEventRecord(ch.copied, s));
     ch.done = true;
     lk.unlock();
-    ch.cv.notify_all();
+    ch.notify();
   }
   template <class T>
   void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
@@ -287,9 +285,9 @@ class communicator {
     ch.posted = true;
     ch.done = false;
     ch.mismatch = false;
-    ch.cv.notify_all();
+    ch.notify();
     try {
-      g.wait(ch.cv, lk, [&] { return ch.done; }, "recv");
+      g.wait(ch, lk, [&] { return ch.done; }, "recv");
     } catch (...) {
       ch.posted = false;
       throw;
