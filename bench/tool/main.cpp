@@ -305,24 +305,23 @@ int run_mpi_backend(const bn::options& o) {
   int status = 0;
   {
     sc::mpi::communicator comm(MPI_COMM_WORLD);
-    const std::string why = bn::rank_problem(o.op_kind, o.root, comm.size());
-    if (!why.empty()) {
+    if (const std::string why = bn::rank_problem(o.op_kind, o.root, comm.size()); !why.empty()) {
       if (comm.rank() == 0) std::fprintf(stderr, "shardcast-bench: %s\n", why.c_str());
       status = 2;
-    } else if (comm.rank() == 0) {
-      print_header(o, comm.size());
-    }
-    std::vector<row> rows;
-    for (std::size_t bytes : why.empty() ? bn::sweep(o) : std::vector<std::size_t>{}) {
-      row r;
-      bn::with_dtype(o.type, [&]<class T>() { r = run_size<T>(comm, o, bytes); });
-      if (comm.rank() == 0) {
-        if (o.roofline) r.cpy1 = memcpy_bandwidth(r.k.bytes, o.iters);
-        print_row(o, r);
+    } else {
+      if (comm.rank() == 0) print_header(o, comm.size());
+      std::vector<row> rows;
+      for (std::size_t bytes : bn::sweep(o)) {
+        row r;
+        bn::with_dtype(o.type, [&]<class T>() { r = run_size<T>(comm, o, bytes); });
+        if (comm.rank() == 0) {
+          if (o.roofline) r.cpy1 = memcpy_bandwidth(r.k.bytes, o.iters);
+          print_row(o, r);
+        }
+        rows.push_back(r);
       }
-      rows.push_back(r);
+      if (comm.rank() == 0) status = finish(o, comm.size(), rows);
     }
-    if (comm.rank() == 0 && why.empty()) status = finish(o, comm.size(), rows);
     int s = status;
     MPI_Allreduce(&s, &status, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   }

@@ -19,9 +19,7 @@
 /// comm_error that names what each rank asked for.
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <exception>

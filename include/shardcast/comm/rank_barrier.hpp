@@ -2,8 +2,8 @@
 /// @file comm/rank_barrier.hpp
 /// The barrier of the in-process backends (host and p2p), where ranks are threads: one
 /// atomic word, waiters that spin, then yield, then park, and a timeout and an abort flag
-/// that every waiter honours. Internal: the communicators turn its outcome into their own
-/// comm_error.
+/// that every waiter honours. Internal: detail::in_process_group (comm/in_process.hpp) turns
+/// its outcome into the backend's comm_error.
 
 #include <atomic>
 #include <chrono>
