@@ -3,7 +3,9 @@
 /// Runs plan steps on a communicator. The geometry of a plan on this rank (boxes, chunk
 /// sizes, group communicators, staging sizes) is computed once by `make_geometry`
 /// (static plans keep it in the mesh, so a repeated redistribute does no box arithmetic);
-/// then each step packs if it must, calls one collective and unpacks if it must.
+/// then each step packs if it must, calls one collective and unpacks if it must. On host
+/// memory the packs and unpacks are planned with the geometry too (detail/region_copy.hpp),
+/// so a cached plan copies without deriving strides from boxes.
 ///
 /// Memory: the last step writes into a fresh allocation the result owns. Pieces between
 /// steps and pack/unpack buffers come from the mesh's staging arena on host memory (one
@@ -73,6 +75,7 @@ inline bool chunks_in_place(unsigned axes, const runtime_layout& l, int naxes, i
 template <class Mesh>
 plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const std::int64_t* ext, int rank) {
   constexpr int N = Mesh::naxes;
+  constexpr bool host = std::same_as<typename Mesh::memory_space, host_memory>;
   const int* shape = m.shape().data();
   const int* coord = m.coords().data();
   plan_geometry g;
@@ -90,6 +93,7 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
     sg.nb = local_box(st.to, shape, coord, ext, rank);
     sg.out_elems = static_cast<std::size_t>(sg.nb.volume());
     if (is_collective(st.kind)) sg.comm = static_cast<void*>(&m.group_comm(st.axes));
+    sg.copies = static_cast<std::uint32_t>(g.copies.size());
     auto member_box = [&](const runtime_layout& l, int q) {
       int c[N];
       member_coord<N>(st.axes, shape, coord, q, c);
@@ -104,6 +108,11 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
           sg.stage_out = sg.chunk * un;
           sg.boxes = static_cast<std::uint32_t>(g.boxes.size());
           for (int q = 0; q < n; ++q) g.boxes.push_back(member_box(st.from, q));
+          if constexpr (host) {
+            const box* b = g.boxes.data() + sg.boxes;
+            for (int q = 0; q < n; ++q)  // member q's chunk holds b[q] row-major
+              g.copies.push_back(shifted(plan_region_copy(b[q], sg.nb, b[q]), static_cast<std::int64_t>(sg.chunk) * q, 0));
+          }
         }
         break;
       case step_kind::reduce_scatter:
@@ -114,6 +123,11 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
           sg.stage_in = sg.chunk * un;
           sg.boxes = static_cast<std::uint32_t>(g.boxes.size());
           for (int q = 0; q < n; ++q) g.boxes.push_back(member_box(st.to, q));
+          if constexpr (host) {
+            const box* b = g.boxes.data() + sg.boxes;
+            for (int q = 0; q < n; ++q)  // into member q's chunk, which holds b[q] row-major
+              g.copies.push_back(shifted(plan_region_copy(cur, b[q], b[q]), 0, static_cast<std::int64_t>(sg.chunk) * q));
+          }
         }
         break;
       case step_kind::all_to_all: {
@@ -147,6 +161,14 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
           for (int q = 0; q < n; ++q) rd[q] = rt_total, rt_total += rc[q];
         sg.stage_in = st_total;  // 0 when sent directly (or when nothing is sent)
         sg.stage_out = rt_total;
+        if constexpr (host) {
+          if (sg.stage_in)  // as the executor: packed only when staged
+            for (int q = 0; q < n; ++q)
+              g.copies.push_back(shifted(plan_region_copy(cur, sbox[q], sbox[q]), 0, static_cast<std::int64_t>(sd[q])));
+          if (sg.stage_out)
+            for (int q = 0; q < n; ++q)
+              g.copies.push_back(shifted(plan_region_copy(rbox[q], sg.nb, rbox[q]), static_cast<std::int64_t>(rd[q]), 0));
+        }
         break;
       }
       case step_kind::identity: {
@@ -156,9 +178,13 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
         sg.keeper = keeper;
         break;
       }
-      case step_kind::all_reduce:
       case step_kind::slice:
-      case step_kind::pad: break;
+        if constexpr (host) g.copies.push_back(plan_region_copy(cur, sg.nb, sg.nb));
+        break;
+      case step_kind::pad:
+        if constexpr (host) g.copies.push_back(plan_region_copy(cur, sg.nb, cur));
+        break;
+      case step_kind::all_reduce: break;
     }
     if (i + 1 < nsteps) g.slot_elems = std::max(g.slot_elems, sg.out_elems);
     g.in_elems = std::max(g.in_elems, sg.stage_in);
@@ -223,7 +249,10 @@ class executor {
     else if constexpr (K == step_kind::reduce_scatter) reduce_scatter(st, sg, out);
     else if constexpr (K == step_kind::all_reduce) comm(sg).all_reduce(in_, out, sg.in_elems, st.op, s_);
     else if constexpr (K == step_kind::all_to_all) all_to_all(sg, out);
-    else if constexpr (K == step_kind::slice) ops::copy_region(in_, *ib_, out, sg.nb, sg.nb, s_);
+    else if constexpr (K == step_kind::slice) {
+      if constexpr (use_arena) ops::copy_planned(in_, out, g_.copies[sg.copies]);
+      else ops::copy_region(in_, *ib_, out, sg.nb, sg.nb, s_);
+    }
     else if constexpr (K == step_kind::pad) pad(st, sg, out);
     else identity(st, sg, out);
     if constexpr (Into) {
@@ -320,8 +349,13 @@ class executor {
     }
     T* recv = stage_out(sg);
     comm(sg).all_gather(send, recv, sg.chunk, s_);
-    const box* b = g_.boxes.data() + sg.boxes;
-    for (int q = 0; q < sg.n; ++q) ops::copy_region(recv + sg.chunk * static_cast<std::size_t>(q), b[q], out, sg.nb, b[q], s_);
+    if constexpr (use_arena) {
+      const region_copy* c = g_.copies.data() + sg.copies;
+      for (int q = 0; q < sg.n; ++q) ops::copy_planned(recv, out, c[q]);
+    } else {
+      const box* b = g_.boxes.data() + sg.boxes;
+      for (int q = 0; q < sg.n; ++q) ops::copy_region(recv + sg.chunk * static_cast<std::size_t>(q), b[q], out, sg.nb, b[q], s_);
+    }
   }
 
   void reduce_scatter(const step& st, const step_geometry& sg, T* out) {
@@ -331,7 +365,8 @@ class executor {
       const box* b = g_.boxes.data() + sg.boxes;
       for (int q = 0; q < sg.n; ++q) {
         T* dst = buf + sg.chunk * static_cast<std::size_t>(q);
-        ops::copy_region(in_, *ib_, dst, b[q], b[q], s_);  // the chunk holds b[q] row-major
+        if constexpr (use_arena) ops::copy_planned(in_, buf, g_.copies[sg.copies + static_cast<std::size_t>(q)]);
+        else ops::copy_region(in_, *ib_, dst, b[q], b[q], s_);  // the chunk holds b[q] row-major
         ops::fill(dst + b[q].volume(), sg.chunk - static_cast<std::size_t>(b[q].volume()), T{}, s_);
       }
       send = buf;
@@ -348,18 +383,30 @@ class executor {
     const T* send = in_;
     if (sg.stage_in) {
       T* buf = stage_in(sg);
-      for (std::size_t q = 0; q < n; ++q) ops::copy_region(in_, *ib_, buf + sd[q], sbox[q], sbox[q], s_);
+      if constexpr (use_arena) {
+        const region_copy* c = g_.copies.data() + sg.copies;
+        for (std::size_t q = 0; q < n; ++q) ops::copy_planned(in_, buf, c[q]);
+      } else {
+        for (std::size_t q = 0; q < n; ++q) ops::copy_region(in_, *ib_, buf + sd[q], sbox[q], sbox[q], s_);
+      }
       send = buf;
     }
     T* recv = sg.stage_out ? stage_out(sg) : out;
     comm(sg).all_to_allv(send, sc, sd, recv, rc, rd, s_);
-    if (sg.stage_out)
-      for (std::size_t q = 0; q < n; ++q) ops::copy_region(recv + rd[q], rbox[q], out, sg.nb, rbox[q], s_);
+    if (sg.stage_out) {
+      if constexpr (use_arena) {
+        const region_copy* c = g_.copies.data() + sg.copies + (sg.stage_in ? n : 0);
+        for (std::size_t q = 0; q < n; ++q) ops::copy_planned(recv, out, c[q]);
+      } else {
+        for (std::size_t q = 0; q < n; ++q) ops::copy_region(recv + rd[q], rbox[q], out, sg.nb, rbox[q], s_);
+      }
+    }
   }
 
   void pad(const step& st, const step_geometry& sg, T* out) {
     ops::fill(out, sg.out_elems, identity_of<T>(st.op), s_);
-    ops::copy_region(in_, *ib_, out, sg.nb, *ib_, s_);
+    if constexpr (use_arena) ops::copy_planned(in_, out, g_.copies[sg.copies]);
+    else ops::copy_region(in_, *ib_, out, sg.nb, *ib_, s_);
     // avg: the mean over the new axes of (k * piece, 0, ..., 0) is the piece.
     if (st.op == reduce_op::avg) ops::scale(out, sg.out_elems, static_cast<T>(sg.n), s_);
   }

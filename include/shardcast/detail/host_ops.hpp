@@ -9,6 +9,7 @@
 #include "../config.hpp"
 #include "../comm/communicator.hpp"
 #include "../split.hpp"
+#include "region_copy.hpp"
 
 namespace shardcast::detail {
 
@@ -103,9 +104,37 @@ struct memory_ops<host_memory> {
     }
   }
 
+  /// A copy planned by plan_region_copy, from a buffer at `src` to one at `dst`.
+  template <class T>
+  static void copy_planned(const T* src, T* dst, const region_copy& c) {
+    if (c.run == 0) return;
+    auto* d = reinterpret_cast<unsigned char*>(dst + c.dst_off);
+    const auto* s = reinterpret_cast<const unsigned char*>(src + c.src_off);
+    const std::size_t bytes = static_cast<std::size_t>(c.run) * sizeof(T);
+    constexpr auto z = static_cast<std::int64_t>(sizeof(T));
+    if (c.loops == 0) return copy_bytes(d, s, bytes);
+    const int inner = c.loops - 1;  // the innermost loop runs as copy_rows
+    const std::int64_t rows = c.count[inner], rs = c.sstride[inner] * z, rd = c.dstride[inner] * z;
+    if (inner == 0) return copy_rows(d, rd, s, rs, rows, bytes);
+    std::int64_t idx[SHARDCAST_MAX_RANK]{};
+    while (true) {
+      copy_rows(d, rd, s, rs, rows, bytes);
+      int k = inner - 1;
+      for (; k >= 0; --k) {
+        s += c.sstride[k] * z;
+        d += c.dstride[k] * z;
+        if (++idx[k] < c.count[k]) break;
+        s -= c.sstride[k] * z * c.count[k];
+        d -= c.dstride[k] * z * c.count[k];
+        idx[k] = 0;
+      }
+      if (k < 0) return;
+    }
+  }
+
   /// `rows` runs of `bytes` bytes, `ds` / `ss` bytes apart; short fixed lengths get a copy
   /// the compiler inlines.
-  static void copy_rows(unsigned char* d, std::int64_t ds, const unsigned char* s, std::int64_t ss, std::int64_t rows, std::size_t bytes) {
+  [[gnu::always_inline]] static inline void copy_rows(unsigned char* d, std::int64_t ds, const unsigned char* s, std::int64_t ss, std::int64_t rows, std::size_t bytes) {
     auto fixed = [&]<std::size_t B>() {
       for (std::int64_t r = 0; r < rows; ++r) __builtin_memcpy(d + r * ds, s + r * ss, B);
     };

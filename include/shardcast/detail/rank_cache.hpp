@@ -20,6 +20,7 @@
 #include "../config.hpp"
 #include "../plan.hpp"
 #include "../split.hpp"
+#include "region_copy.hpp"
 
 namespace shardcast::detail {
 
@@ -37,6 +38,7 @@ struct step_geometry {
   bool keeper = true;         ///< identity step: this rank keeps the value (sum, prod)
   std::uint32_t boxes = 0;    ///< first of this step's boxes in plan_geometry::boxes
   std::uint32_t counts = 0;   ///< all_to_all: first of this step's 4n counts (send counts, send displs, recv counts, recv displs)
+  std::uint32_t copies = 0;   ///< host memory: first of this step's planned copies in plan_geometry::copies
   void* comm = nullptr;       ///< the step's group communicator (a `Mesh::comm_type*` owned by the mesh)
 };
 
@@ -45,6 +47,11 @@ struct plan_geometry {
   std::vector<step_geometry> steps;
   std::vector<box> boxes;            ///< member boxes (gather unpack, scatter pack) and all_to_all send/recv regions
   std::vector<std::size_t> counts;   ///< all_to_all counts and displacements
+  /// Host memory: each step's local copies, planned (plan_region_copy) with the offsets of
+  /// staging chunks folded in: an all_gather's n unpacks, a reduce_scatter's n packs, an
+  /// all_to_all's n packs then n unpacks (planned only for a side that is staged), a
+  /// slice's or a pad's one copy.
+  std::vector<region_copy> copies;
   std::size_t slot_elems = 0;        ///< largest output of a step that is not the last (kept in the arena between steps)
   std::size_t in_elems = 0;          ///< largest stage_in of any step
   std::size_t out_elems = 0;         ///< largest stage_out of any step
