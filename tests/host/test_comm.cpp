@@ -1,8 +1,11 @@
 // Host backend collectives against a single-rank reference computed from every rank's input.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <numeric>
+#include <random>
+#include <thread>
 #include <shardcast/comm/host.hpp>
 #include <vector>
 
@@ -160,4 +163,85 @@ TEST_CASE("mismatched counts are reported on every rank") {
     }
   }), sc::comm_error);
   CHECK(seen == 3);
+}
+
+// Collectives up to SHARDCAST_HOST_EAGER_BYTES per rank are eager (each rank copies its
+// input into a buffer of its own and the ranks meet once); larger ones read the peers'
+// buffers and meet twice. This runs a random sequence of collectives whose counts lie on
+// both sides of that limit, with a different rank late each round. As soon as a call
+// returns, every rank overwrites its input, so a peer that still read it (an eager copy
+// read too late, or a direct read after its owner returned) gives a wrong result.
+TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late ranks and inputs reused at once", T, float, std::int64_t) {
+  // (Where eager collectives are off, the same sizes around 256 bytes.)
+  constexpr std::size_t E = (SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 256) / sizeof(T);
+  for (int n : {2, 3, 4}) {
+    const auto N = static_cast<std::size_t>(n);
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      const int r = c.rank();
+      std::mt19937 rng(1234);  // the same sequence on every rank
+      for (int round = 0; round < 60; ++round) {
+        const int kind = static_cast<int>(rng() % 5);
+        const std::size_t per = kind == 2 || kind == 3 ? E / N : E;  // reduce_scatter, all_to_all: n chunks per rank
+        // Just under, at, just over the limit; or 1024 times over it, so that a direct read
+        // lasts long enough for a peer that returned too early to overwrite its input.
+        const std::size_t count = (rng() % 4 == 0 ? 1024 * per : per - 1) + rng() % 3;
+        const auto op = shardcast::testing::all_reduce_ops[rng() % 5];
+        const int late = static_cast<int>(rng() % N);
+        if (r == late) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::vector<T> x(count * N);
+        for (std::size_t i = 0; i < x.size(); ++i) x[i] = input<T>(r, i + static_cast<std::size_t>(round));
+        auto in = [&](int q, std::size_t i) { return input<T>(q, i + static_cast<std::size_t>(round)); };
+        auto reduced = [&](std::size_t i) {
+          // reference_reduce over the inputs shifted by `round`
+          return reference_reduce<T>(n, i + static_cast<std::size_t>(round), op);
+        };
+        CAPTURE(round);
+        CAPTURE(kind);
+        CAPTURE(count);
+        if (kind == 0) {  // all_reduce, in place on odd ranks
+          std::vector<T> y(count);
+          T* out = r % 2 ? x.data() : y.data();
+          c.all_reduce(x.data(), out, count, op);
+          const std::vector<T> got(out, out + count);
+          std::fill(x.begin(), x.end(), T{99});
+          std::vector<T> want(count);
+          for (std::size_t i = 0; i < count; ++i) want[i] = reduced(i);
+          REQUIRE(got == want);
+        } else if (kind == 1) {  // all_gather
+          std::vector<T> g(count * N);
+          c.all_gather(x.data(), g.data(), count);
+          std::fill(x.begin(), x.end(), T{99});
+          std::vector<T> want(count * N);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(q) * count + i] = in(q, i);
+          REQUIRE(g == want);
+        } else if (kind == 2) {  // reduce_scatter
+          std::vector<T> y(count);
+          c.reduce_scatter(x.data(), y.data(), count, op);
+          std::fill(x.begin(), x.end(), T{99});
+          std::vector<T> want(count);
+          for (std::size_t i = 0; i < count; ++i) want[i] = reduced(static_cast<std::size_t>(r) * count + i);
+          REQUIRE(y == want);
+        } else if (kind == 3) {  // all_to_all
+          std::vector<T> a(count * N);
+          c.all_to_all(x.data(), a.data(), count);
+          std::fill(x.begin(), x.end(), T{99});
+          std::vector<T> want(count * N);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(q) * count + i] = in(q, static_cast<std::size_t>(r) * count + i);
+          REQUIRE(a == want);
+        } else {  // broadcast of `count` elements from rank round % n
+          const int root = round % n;
+          x.resize(count);
+          c.broadcast(x.data(), count, root);
+          const std::vector<T> got = x;
+          std::fill(x.begin(), x.end(), T{99});
+          std::vector<T> want(count);
+          for (std::size_t i = 0; i < count; ++i) want[i] = in(root, i);
+          REQUIRE(got == want);
+        }
+      }
+      c.barrier();
+    });
+  }
 }

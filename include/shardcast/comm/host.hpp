@@ -1,7 +1,10 @@
 #pragma once
 /// @file comm/host.hpp
 /// The host backend: ranks are threads of one process and collectives read peers'
-/// buffers directly (one copy, no staging buffer). It is the embedded default.
+/// buffers directly (one copy, no staging buffer). Collectives of at most
+/// SHARDCAST_HOST_EAGER_BYTES per rank (256 unless defined) are eager instead: each rank
+/// copies its input into a buffer of its own, so the ranks meet once rather than twice.
+/// It is the embedded default.
 ///
 /// @code
 ///   shardcast::host::run(4, [](shardcast::host::communicator& comm) {
@@ -44,6 +47,15 @@
 /// destination line first, which saves a third of the memory traffic of a copy.
 #ifndef SHARDCAST_HOST_STREAM_BYTES
 #define SHARDCAST_HOST_STREAM_BYTES (std::size_t{32} << 20)
+#endif
+
+/// Collectives whose data fits this many bytes per rank are eager: each rank copies its
+/// input into a buffer of its own in the group, and the ranks meet once, after which each
+/// one reads the others' buffers. A larger collective reads the peers' own buffers (one
+/// copy, no staging), so the ranks meet twice: to publish them, and once done reading
+/// them, after which their owners may change them. 0 makes every collective direct.
+#ifndef SHARDCAST_HOST_EAGER_BYTES
+#define SHARDCAST_HOST_EAGER_BYTES 256
 #endif
 
 namespace shardcast::host {
@@ -137,8 +149,9 @@ inline void combine(T* __restrict out, const T* __restrict a, const T* __restric
   }
 }
 
-/// What one rank published for the collective in progress.
-struct slot {
+/// What one rank published for the collective in progress (a cache line of its own, so
+/// publishing the next collective does not disturb peers reading this one).
+struct alignas(64) slot {
   op_kind kind = op_kind::none;
   dtype type = dtype::f32;
   reduce_op op = reduce_op::sum;
@@ -164,15 +177,26 @@ struct channel : shardcast::detail::channel_sync {
   dtype sent_type = dtype::f32;
 };
 
+/// One rank's part of a group. Collectives alternate between two slots (and two eager
+/// buffers) by the parity of their sequence number on this rank, so a rank may publish its
+/// next collective while a slower peer still reads what it published for this one: the
+/// peer reads this one's slot until it arrives at the next collective's barrier, which the
+/// rank must pass before it can publish into this slot again.
+struct alignas(64) rank_slots {
+  slot s[2];
+  alignas(64) std::uint64_t seq = 0;  ///< collectives this rank has started on the group (only it reads this)
+  alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
+};
+
 /// State of one communicator (a group of ranks): the barrier, abort and timeout handling
 /// it shares with the p2p backend (comm/in_process.hpp: spin, yield, then park; an abort
 /// wakes the parked waiters of every group), and its slots and channels.
 struct group_state : shardcast::detail::in_process_group {
-  std::vector<slot> slots;
+  std::vector<rank_slots> ranks;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
 
   group_state(std::shared_ptr<world_state> w, int n)
-      : in_process_group(std::move(w), n, "shardcast::host"), slots(static_cast<std::size_t>(n)) {
+      : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
   }
@@ -197,19 +221,27 @@ class communicator {
   template <element_type T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
     publish<T>(detail::op_kind::all_reduce, count, send, recv, op);
+    // Eager: every rank reduces the whole of every rank's copy, so the limit shrinks with
+    // the number of ranks beyond 4 (each rank reads at most 4x the limit).
+    if (eager<T>(count, std::max(std::size_t{1}, static_cast<std::size_t>(size()) / 4))) {
+      stage<T>(send, count);
+      enter("all_reduce");
+      reduce_range<T>(recv, 0, count, op, [&](int q) { return staged<T>(q); }, false);
+      return;
+    }
     enter("all_reduce");
     const int n = size();
     // Phase 1: this rank reduces its segment of every peer's input into its output.
     const std::size_t seg = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
     const std::size_t lo = std::min(count, seg * static_cast<std::size_t>(rank_)), hi = std::min(count, lo + seg);
     const bool st = streaming<T>(3 * static_cast<std::size_t>(n) * count);
-    reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); }, st);
+    reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(at(q).send); }, st);
     g_->barrier("all_reduce");
     // Phase 2: copy the other segments out of their owners' outputs.
     for (int q = 0; q < n; ++q) {
       if (q == rank_) continue;
       const std::size_t qlo = std::min(count, seg * static_cast<std::size_t>(q)), qhi = std::min(count, qlo + seg);
-      copy(recv + qlo, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].recv) + qlo, qhi - qlo, st);
+      copy(recv + qlo, static_cast<const T*>(at(q).recv) + qlo, qhi - qlo, st);
     }
     g_->barrier("all_reduce");
   }
@@ -217,21 +249,33 @@ class communicator {
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
     publish<T>(detail::op_kind::all_gather, count, send, recv);
+    if (eager<T>(count)) {
+      stage<T>(send, count);
+      enter("all_gather");
+      for (int q = 0; q < size(); ++q) copy(recv + static_cast<std::size_t>(q) * count, staged<T>(q), count);
+      return;
+    }
     enter("all_gather");
     const auto n = static_cast<std::size_t>(size());
     const bool st = streaming<T>(2 * n * n * count);
     for (int q = 0; q < size(); ++q)
-      copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send), count, st);
+      copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(at(q).send), count, st);
     g_->barrier("all_gather");
   }
 
   template <element_type T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
     publish<T>(detail::op_kind::reduce_scatter, count, send, recv, op);
-    enter("reduce_scatter");
     const std::size_t off = static_cast<std::size_t>(rank_) * count;
     const auto n = static_cast<std::size_t>(size());
-    reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send); },
+    if (eager<T>(count, n)) {
+      stage<T>(send, n * count);
+      enter("reduce_scatter");
+      reduce_range<T>(recv, off, count, op, [&](int q) { return staged<T>(q); }, false);
+      return;
+    }
+    enter("reduce_scatter");
+    reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(at(q).send); },
                     streaming<T>((n * n + n) * count));
     g_->barrier("reduce_scatter");
   }
@@ -240,12 +284,19 @@ class communicator {
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
     SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
     publish<T>(detail::op_kind::all_to_all, count, send, recv);
-    enter("all_to_all");
     const auto n = static_cast<std::size_t>(size());
+    if (eager<T>(count, n)) {
+      stage<T>(send, n * count);
+      enter("all_to_all");
+      for (int q = 0; q < size(); ++q)
+        copy(recv + static_cast<std::size_t>(q) * count, staged<T>(q) + static_cast<std::size_t>(rank_) * count, count);
+      return;
+    }
+    enter("all_to_all");
     const bool st = streaming<T>(2 * n * n * count);
     for (int q = 0; q < size(); ++q)
       copy(recv + static_cast<std::size_t>(q) * count,
-           static_cast<const T*>(g_->slots[static_cast<std::size_t>(q)].send) + static_cast<std::size_t>(rank_) * count, count, st);
+           static_cast<const T*>(at(q).send) + static_cast<std::size_t>(rank_) * count, count, st);
     g_->barrier("all_to_all");
   }
 
@@ -253,7 +304,7 @@ class communicator {
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
     publish<T>(detail::op_kind::all_to_allv, 0, send, recv);
-    auto& me = g_->slots[static_cast<std::size_t>(rank_)];
+    auto& me = at(rank_);
     me.send_counts = send_counts;
     me.send_displs = send_displs;
     me.recv_counts = recv_counts;
@@ -261,8 +312,8 @@ class communicator {
     // Every rank checks every pair, so a mismatch throws on all ranks alike.
     for (int p = 0; p < size(); ++p)
       for (int q = 0; q < size(); ++q) {
-        const auto& sp = g_->slots[static_cast<std::size_t>(p)];
-        const auto& sq = g_->slots[static_cast<std::size_t>(q)];
+        const auto& sp = at(p);
+        const auto& sq = at(q);
         if (sp.send_counts[q] != sq.recv_counts[p]) {
           g_->barrier("all_to_allv");
           throw comm_error("shardcast::host::all_to_allv: rank " + std::to_string(p) + " sends " +
@@ -274,7 +325,7 @@ class communicator {
     for (int q = 0; q < size(); ++q) mine += recv_counts[q];
     const bool st = streaming<T>(2 * static_cast<std::size_t>(size()) * mine);  // every rank about as busy as this one
     for (int q = 0; q < size(); ++q) {
-      const auto& sq = g_->slots[static_cast<std::size_t>(q)];
+      const auto& sq = at(q);
       copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q], st);
     }
     g_->barrier("all_to_allv");
@@ -285,9 +336,15 @@ class communicator {
     SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
                                                       " is outside the communicator of size " + std::to_string(size()));
     publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
+    if (eager<T>(count)) {
+      if (rank_ == root) stage<T>(buf, count);
+      enter("broadcast");
+      if (rank_ != root) copy(buf, staged<T>(root), count);
+      return;
+    }
     enter("broadcast");
     if (rank_ != root)
-      copy(buf, static_cast<const T*>(g_->slots[static_cast<std::size_t>(root)].send), count,
+      copy(buf, static_cast<const T*>(at(root).send), count,
            streaming<T>(2 * static_cast<std::size_t>(size() - 1) * count));
     g_->barrier("broadcast");
   }
@@ -344,10 +401,10 @@ class communicator {
                        std::to_string(ch.sent_count) + " " + to_string(ch.sent_type));
   }
 
+  /// Every rank of the group meets once (with the check that all of them called barrier).
   void barrier() {
     publish<std::int32_t>(detail::op_kind::barrier, 0, nullptr, nullptr);
     enter("barrier");
-    g_->barrier("barrier");
   }
 
   /// Collective: ranks passing the same color form a new communicator, ordered by
@@ -355,14 +412,14 @@ class communicator {
   communicator split(int color, int key) const {
     auto* self = const_cast<communicator*>(this);
     self->publish<std::int32_t>(detail::op_kind::split, 0, nullptr, nullptr);
-    auto& me = g_->slots[static_cast<std::size_t>(rank_)];
+    auto& me = at(rank_);
     me.color = color;
     me.key = key;
     me.made.reset();
     self->enter("split");
     std::vector<std::pair<int, int>> members;  // (key, rank)
     for (int q = 0; q < size(); ++q) {
-      const auto& s = g_->slots[static_cast<std::size_t>(q)];
+      const auto& s = at(q);
       if (color >= 0 && s.color == color) members.emplace_back(s.key, q);
     }
     std::sort(members.begin(), members.end());
@@ -373,7 +430,7 @@ class communicator {
     if (leader) me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()));
     g_->barrier("split");
     communicator out;
-    if (color >= 0) out = communicator(g_->slots[static_cast<std::size_t>(members[0].second)].made, new_rank);
+    if (color >= 0) out = communicator(at(members[0].second).made, new_rank);
     g_->barrier("split");
     return out;
   }
@@ -382,7 +439,8 @@ class communicator {
   template <class T>
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
     if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
-    auto& s = g_->slots[static_cast<std::size_t>(rank_)];
+    par_ = static_cast<int>(g_->ranks[static_cast<std::size_t>(rank_)].seq++ & 1u);
+    auto& s = at(rank_);
     s.kind = k;
     s.type = dtype_of<T>::value;
     s.count = count;
@@ -395,13 +453,13 @@ class communicator {
   /// Barrier after publishing, then the same consistency check on every rank.
   void enter(const char* where) {
     g_->barrier(where);
-    const auto& s0 = g_->slots[0];
+    const auto& s0 = at(0);
     for (int q = 1; q < size(); ++q) {
-      const auto& s = g_->slots[static_cast<std::size_t>(q)];
+      const auto& s = at(q);
       if (s.kind != s0.kind || s.type != s0.type || s.count != s0.count || s.op != s0.op || s.root != s0.root) {
         std::string msg = "shardcast::host: ranks called mismatched collectives:";
         for (int r = 0; r < size(); ++r) {
-          const auto& t = g_->slots[static_cast<std::size_t>(r)];
+          const auto& t = at(r);
           msg += " rank " + std::to_string(r) + ": " + detail::to_string(t.kind) + "(count=" + std::to_string(t.count) + ", " +
                  to_string(t.type) + ", " + shardcast::to_string(t.op) + ", root=" + std::to_string(t.root) + ");";
         }
@@ -409,6 +467,26 @@ class communicator {
         throw comm_error(msg);
       }
     }
+  }
+
+  /// What rank q published for the collective in progress (publish chose the parity).
+  detail::slot& at(int q) const { return g_->ranks[static_cast<std::size_t>(q)].s[par_]; }
+
+  /// Is a collective of `count` elements of T per peer, `n` peers, eager (its data per rank
+  /// fits SHARDCAST_HOST_EAGER_BYTES)?
+  template <class T>
+  static bool eager(std::size_t count, std::size_t n = 1) {
+    return SHARDCAST_HOST_EAGER_BYTES > 0 && count <= SHARDCAST_HOST_EAGER_BYTES / sizeof(T) / n;
+  }
+  /// Copies this rank's input of an eager collective into its eager buffer.
+  template <class T>
+  void stage(const T* src, std::size_t n) {
+    if (n) std::memcpy(g_->ranks[static_cast<std::size_t>(rank_)].eager[par_], src, n * sizeof(T));
+  }
+  /// Rank q's eager buffer for the collective in progress.
+  template <class T>
+  const T* staged(int q) const {
+    return reinterpret_cast<const T*>(g_->ranks[static_cast<std::size_t>(q)].eager[par_]);
   }
 
   void check_peer(int peer, const char* what) const {
@@ -454,6 +532,7 @@ class communicator {
 
   std::shared_ptr<detail::group_state> g_;
   int rank_ = 0;
+  int par_ = 0;  ///< parity of the collective in progress: which slot and eager buffer it uses
 };
 
 /// Runs `f(comm)` on `nranks` threads, one communicator per thread. Rethrows the first
