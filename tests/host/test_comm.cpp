@@ -195,6 +195,18 @@ TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late
           // reference_reduce over the inputs shifted by `round`
           return reference_reduce<T>(n, i + static_cast<std::size_t>(round), op);
         };
+        // Expected outputs: f(i) for i < count, or f(q, i) for member q's chunk i.
+        auto elems = [&](auto f) {
+          std::vector<T> w(count);
+          for (std::size_t i = 0; i < count; ++i) w[i] = f(i);
+          return w;
+        };
+        auto chunks = [&](auto f) {
+          std::vector<T> w(count * N);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < count; ++i) w[static_cast<std::size_t>(q) * count + i] = f(q, i);
+          return w;
+        };
         CAPTURE(round);
         CAPTURE(kind);
         CAPTURE(count);
@@ -204,41 +216,29 @@ TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late
           c.all_reduce(x.data(), out, count, op);
           const std::vector<T> got(out, out + count);
           std::fill(x.begin(), x.end(), T{99});
-          std::vector<T> want(count);
-          for (std::size_t i = 0; i < count; ++i) want[i] = reduced(i);
-          REQUIRE(got == want);
+          REQUIRE(got == elems(reduced));
         } else if (kind == 1) {  // all_gather
           std::vector<T> g(count * N);
           c.all_gather(x.data(), g.data(), count);
           std::fill(x.begin(), x.end(), T{99});
-          std::vector<T> want(count * N);
-          for (int q = 0; q < n; ++q)
-            for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(q) * count + i] = in(q, i);
-          REQUIRE(g == want);
+          REQUIRE(g == chunks(in));
         } else if (kind == 2) {  // reduce_scatter
           std::vector<T> y(count);
           c.reduce_scatter(x.data(), y.data(), count, op);
           std::fill(x.begin(), x.end(), T{99});
-          std::vector<T> want(count);
-          for (std::size_t i = 0; i < count; ++i) want[i] = reduced(static_cast<std::size_t>(r) * count + i);
-          REQUIRE(y == want);
+          REQUIRE(y == elems([&](std::size_t i) { return reduced(static_cast<std::size_t>(r) * count + i); }));
         } else if (kind == 3) {  // all_to_all
           std::vector<T> a(count * N);
           c.all_to_all(x.data(), a.data(), count);
           std::fill(x.begin(), x.end(), T{99});
-          std::vector<T> want(count * N);
-          for (int q = 0; q < n; ++q)
-            for (std::size_t i = 0; i < count; ++i) want[static_cast<std::size_t>(q) * count + i] = in(q, static_cast<std::size_t>(r) * count + i);
-          REQUIRE(a == want);
+          REQUIRE(a == chunks([&](int q, std::size_t i) { return in(q, static_cast<std::size_t>(r) * count + i); }));
         } else {  // broadcast of `count` elements from rank round % n
           const int root = round % n;
           x.resize(count);
           c.broadcast(x.data(), count, root);
           const std::vector<T> got = x;
           std::fill(x.begin(), x.end(), T{99});
-          std::vector<T> want(count);
-          for (std::size_t i = 0; i < count; ++i) want[i] = in(root, i);
-          REQUIRE(got == want);
+          REQUIRE(got == elems([&](std::size_t i) { return in(root, i); }));
         }
       }
       c.barrier();

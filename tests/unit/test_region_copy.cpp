@@ -121,44 +121,37 @@ TEST_CASE("planned region copies match an element-by-element copy") {
   CHECK(cases == 2400);
 }
 
+/// Checks a planned copy's run, offsets and loops (outermost first).
+static void check_plan(const region_copy& c, std::int64_t run, std::int64_t src_off, std::int64_t dst_off,
+                       std::vector<std::array<std::int64_t, 3>> loops) {  // {count, sstride, dstride}
+  CHECK(c.run == run);
+  CHECK(c.src_off == src_off);
+  CHECK(c.dst_off == dst_off);
+  REQUIRE(c.loops == static_cast<int>(loops.size()));
+  for (std::size_t j = 0; j < loops.size(); ++j) {
+    CAPTURE(j);
+    CHECK(c.count[j] == loops[j][0]);
+    CHECK(c.sstride[j] == loops[j][1]);
+    CHECK(c.dstride[j] == loops[j][2]);
+  }
+}
+
 TEST_CASE("planned region copies merge what is contiguous") {
   // A whole 4x6 box into a whole 4x6 box: one run of 24, no loop.
-  box whole{{0, 0}, {4, 6}, 2};
-  region_copy c = plan_region_copy(whole, whole, whole);
-  CHECK(c.loops == 0);
-  CHECK(c.run == 24);
+  const box whole{{0, 0}, {4, 6}, 2};
+  check_plan(plan_region_copy(whole, whole, whole), 24, 0, 0, {});
   // Columns [2, 5) of it into a 4x3 box: 4 rows of 3, source rows 6 apart.
-  box cols{{0, 2}, {4, 3}, 2};
-  c = plan_region_copy(whole, cols, cols);
-  CHECK(c.loops == 1);
-  CHECK(c.run == 3);
-  CHECK(c.count[0] == 4);
-  CHECK(c.sstride[0] == 6);
-  CHECK(c.dstride[0] == 3);
-  CHECK(c.src_off == 2);
-  CHECK(c.dst_off == 0);
+  const box cols{{0, 2}, {4, 3}, 2};
+  check_plan(plan_region_copy(whole, cols, cols), 3, 2, 0, {{4, 6, 3}});
   // A 2x1x3x5 region of a 2x4x3x8 buffer into a 2x1x3x5 buffer: the extent-1 dim drops
   // out and dims 0 and 2 stay apart in the source, so two loops of runs of 5.
-  box big{{0, 0, 0, 0}, {2, 4, 3, 8}, 4};
-  box r{{0, 1, 0, 0}, {2, 1, 3, 5}, 4};
-  c = plan_region_copy(big, r, r);
-  CHECK(c.loops == 2);
-  CHECK(c.run == 5);
-  CHECK(c.count[0] == 2);
-  CHECK(c.count[1] == 3);
-  CHECK(c.sstride[0] == 96);
-  CHECK(c.sstride[1] == 8);
-  CHECK(c.src_off == 24);
+  const box big{{0, 0, 0, 0}, {2, 4, 3, 8}, 4};
+  const box r{{0, 1, 0, 0}, {2, 1, 3, 5}, 4};
+  check_plan(plan_region_copy(big, r, r), 5, 24, 0, {{2, 96, 15}, {3, 8, 5}});
   // The same region of a 2x1x3x8 buffer: dims 0 and 2 line up in both buffers and merge.
-  box thin{{0, 1, 0, 0}, {2, 1, 3, 8}, 4};
-  c = plan_region_copy(thin, r, r);
-  CHECK(c.loops == 1);
-  CHECK(c.count[0] == 6);
-  CHECK(c.sstride[0] == 8);
-  CHECK(c.dstride[0] == 5);
+  const box thin{{0, 1, 0, 0}, {2, 1, 3, 8}, 4};
+  check_plan(plan_region_copy(thin, r, r), 5, 0, 0, {{6, 8, 5}});
   // Rank 0: one element.
-  box scalar{};
-  c = plan_region_copy(scalar, scalar, scalar);
-  CHECK(c.run == 1);
-  CHECK(c.loops == 0);
+  const box scalar{};
+  check_plan(plan_region_copy(scalar, scalar, scalar), 1, 0, 0, {});
 }
