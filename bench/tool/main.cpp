@@ -157,6 +157,9 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
 void print_header(const bn::options& o, int nranks) {
   std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind),
               o.backend.c_str(), nranks, o.iters, o.warmup, o.check);
+  if (o.backend == "host")
+    std::printf("# host: collectives of at most %d bytes per rank are eager (SHARDCAST_HOST_EAGER_BYTES); larger ones read peers' buffers\n",
+                static_cast<int>(SHARDCAST_HOST_EAGER_BYTES));
   std::printf("# cpy1: single-thread memcpy of size bytes; cpyN: per-rank memcpy with all ranks copying at once;\n"
               "# frac1 = busbw/cpy1, fracN = busbw/cpyN%s\n",
               o.vs.empty() ? "" : "; mpi(us): same collective through MPI; ratio = mpi time / our time (>1: we are faster)");
