@@ -180,7 +180,7 @@ TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late
       const int r = c.rank();
       std::mt19937 rng(1234);  // the same sequence on every rank
       for (int round = 0; round < 60; ++round) {
-        const int kind = static_cast<int>(rng() % 5);
+        const int kind = static_cast<int>(rng() % 6);
         const std::size_t per = kind == 2 || kind == 3 ? E / N : E;  // reduce_scatter, all_to_all: n chunks per rank
         // Just under, at, just over the limit; or 1024 times over it, so that a direct read
         // lasts long enough for a peer that returned too early to overwrite its input.
@@ -232,6 +232,27 @@ TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late
           c.all_to_all(x.data(), a.data(), count);
           std::fill(x.begin(), x.end(), T{99});
           REQUIRE(a == chunks([&](int q, std::size_t i) { return in(q, static_cast<std::size_t>(r) * count + i); }));
+        } else if (kind == 5) {  // all_to_allv: rank p sends base + (p + 2q) % 3 elements to rank q
+          // Near the limit the ranks' totals differ, so some fit it and some do not.
+          const std::size_t base = count / N;
+          auto cnt = [&](int p, int q) { return base + static_cast<std::size_t>((p + 2 * q) % 3); };
+          std::vector<std::size_t> scnt(N), sdis(N), rcnt(N), rdis(N);
+          std::size_t st = 0, rt = 0;
+          for (int q = 0; q < n; ++q) {
+            const auto uq = static_cast<std::size_t>(q);
+            scnt[uq] = cnt(r, q), sdis[uq] = st, st += scnt[uq];
+            rcnt[uq] = cnt(q, r), rdis[uq] = rt, rt += rcnt[uq];
+          }
+          std::vector<T> sv(st), rv(rt);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < scnt[static_cast<std::size_t>(q)]; ++i) sv[sdis[static_cast<std::size_t>(q)] + i] = in(r, 1000 * static_cast<std::size_t>(q) + i);
+          c.all_to_allv(sv.data(), scnt.data(), sdis.data(), rv.data(), rcnt.data(), rdis.data());
+          std::fill(sv.begin(), sv.end(), T{99});
+          std::fill(scnt.begin(), scnt.end(), std::size_t{0});  // the counts are the caller's too
+          std::vector<T> want(rt);
+          for (int q = 0; q < n; ++q)
+            for (std::size_t i = 0; i < rcnt[static_cast<std::size_t>(q)]; ++i) want[rdis[static_cast<std::size_t>(q)] + i] = in(q, 1000 * static_cast<std::size_t>(r) + i);
+          REQUIRE(rv == want);
         } else {  // broadcast of `count` elements from rank round % n
           const int root = round % n;
           x.resize(count);

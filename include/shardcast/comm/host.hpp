@@ -2,8 +2,9 @@
 /// @file comm/host.hpp
 /// The host backend: ranks are threads of one process and collectives read peers'
 /// buffers directly (one copy, no staging buffer). Collectives of at most
-/// SHARDCAST_HOST_EAGER_BYTES per rank (256 unless defined) are eager instead: each rank
-/// copies its input into a buffer of its own, so the ranks meet once rather than twice.
+/// SHARDCAST_HOST_EAGER_BYTES per rank (256 unless defined; all_to_allv: when every rank's
+/// sends fit, in groups of up to 16) are eager instead: each rank copies its input into a
+/// buffer of its own, so the ranks meet once rather than twice.
 /// It is the embedded default.
 ///
 /// @code
@@ -164,6 +165,11 @@ struct alignas(64) slot {
   const std::size_t* recv_counts = nullptr;
   int color = 0, key = 0;
   std::shared_ptr<struct group_state> made;  // split: the group the leader made
+  /// all_to_allv, groups of up to max_eager_v ranks: did this rank stage its data (eager),
+  /// and copies of its send and receive counts, which peers check once it may have returned.
+  static constexpr int max_eager_v = 16;
+  bool eager_v = false;
+  std::size_t vsend[max_eager_v]{}, vrecv[max_eager_v]{};
 };
 
 /// A point-to-point channel from one rank to another (rendezvous: the sender copies
@@ -308,19 +314,46 @@ class communicator {
     me.send_counts = send_counts;
     me.send_displs = send_displs;
     me.recv_counts = recv_counts;
+    // Eager when every rank's data fits its eager buffer: each rank stages what it sends,
+    // packed in destination order, with copies of its counts; whether all did is known
+    // after the meeting, the same on every rank. Otherwise the peers' buffers are read.
+    const int n = size();
+    std::size_t total = 0;
+    for (int q = 0; q < n; ++q) total += send_counts[q];
+    me.eager_v = n <= detail::slot::max_eager_v && eager<T>(total);
+    if (me.eager_v) {
+      auto* dst = reinterpret_cast<T*>(g_->ranks[static_cast<std::size_t>(rank_)].eager[par_]);
+      for (int q = 0; q < n; ++q) {
+        me.vsend[q] = send_counts[q];
+        me.vrecv[q] = recv_counts[q];
+        copy(dst, send + send_displs[q], send_counts[q]);
+        dst += send_counts[q];
+      }
+    }
     enter("all_to_allv");
+    bool all_eager = true;
+    for (int q = 0; q < n; ++q) all_eager = all_eager && at(q).eager_v;
     // Every rank checks every pair, so a mismatch throws on all ranks alike.
     for (int p = 0; p < size(); ++p)
       for (int q = 0; q < size(); ++q) {
         const auto& sp = at(p);
         const auto& sq = at(q);
-        if (sp.send_counts[q] != sq.recv_counts[p]) {
+        const std::size_t sent = all_eager ? sp.vsend[q] : sp.send_counts[q], expected = all_eager ? sq.vrecv[p] : sq.recv_counts[p];
+        if (sent != expected) {
           g_->barrier("all_to_allv");
-          throw comm_error("shardcast::host::all_to_allv: rank " + std::to_string(p) + " sends " +
-                           std::to_string(sp.send_counts[q]) + " elements to rank " + std::to_string(q) +
-                           ", which expects " + std::to_string(sq.recv_counts[p]));
+          throw comm_error("shardcast::host::all_to_allv: rank " + std::to_string(p) + " sends " + std::to_string(sent) +
+                           " elements to rank " + std::to_string(q) + ", which expects " + std::to_string(expected));
         }
       }
+    if (all_eager) {
+      for (int q = 0; q < n; ++q) {  // rank q packed its chunks for ranks 0, 1, ... in turn
+        const auto& sq = at(q);
+        std::size_t off = 0;
+        for (int j = 0; j < rank_; ++j) off += sq.vsend[j];
+        copy(recv + recv_displs[q], staged<T>(q) + off, recv_counts[q]);
+      }
+      return;
+    }
     std::size_t mine = 0;
     for (int q = 0; q < size(); ++q) mine += recv_counts[q];
     const bool st = streaming<T>(2 * static_cast<std::size_t>(size()) * mine);  // every rank about as busy as this one
