@@ -228,7 +228,8 @@ class communicator {
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
     publish<T>(detail::op_kind::all_reduce, count, send, recv, op);
     // Eager: every rank reduces the whole of every rank's copy, so from 8 ranks on the
-    // limit is divided by ranks / 4 (each rank reads at most about 4x the limit).
+    // limit is divided by ranks / 4, which keeps what a rank reads (ranks x count) under 8x
+    // the limit.
     if (eager<T>(count, std::max(std::size_t{1}, static_cast<std::size_t>(size()) / 4))) {
       stage<T>(send, count);
       enter("all_reduce");
