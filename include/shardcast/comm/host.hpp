@@ -323,7 +323,7 @@ class communicator {
     for (int q = 0; q < n; ++q) total += send_counts[q];
     me.eager_v = n <= detail::slot::max_eager_v && eager<T>(total);
     if (me.eager_v) {
-      auto* dst = reinterpret_cast<T*>(g_->ranks[static_cast<std::size_t>(rank_)].eager[par_]);
+      T* dst = eager_buffer<T>(rank_);
       for (int q = 0; q < n; ++q) {
         me.vsend[q] = send_counts[q];
         me.vrecv[q] = recv_counts[q];
@@ -512,15 +512,20 @@ class communicator {
   static bool eager(std::size_t count, std::size_t n = 1) {
     return SHARDCAST_HOST_EAGER_BYTES > 0 && count <= SHARDCAST_HOST_EAGER_BYTES / sizeof(T) / n;
   }
+  /// Rank q's eager buffer for the collective in progress.
+  template <class T>
+  T* eager_buffer(int q) const {
+    return reinterpret_cast<T*>(g_->ranks[static_cast<std::size_t>(q)].eager[par_]);
+  }
   /// Copies this rank's input of an eager collective into its eager buffer.
   template <class T>
   void stage(const T* src, std::size_t n) {
-    if (n) std::memcpy(g_->ranks[static_cast<std::size_t>(rank_)].eager[par_], src, n * sizeof(T));
+    copy(eager_buffer<T>(rank_), src, n);
   }
-  /// Rank q's eager buffer for the collective in progress.
+  /// Rank q's eager copy, to read.
   template <class T>
   const T* staged(int q) const {
-    return reinterpret_cast<const T*>(g_->ranks[static_cast<std::size_t>(q)].eager[par_]);
+    return eager_buffer<T>(q);
   }
 
   void check_peer(int peer, const char* what) const {

@@ -52,56 +52,11 @@ struct memory_ops<host_memory> {
   }
 
   /// Copies the elements of global `region` from `src` (holding `sb` row-major) to `dst`
-  /// (holding `db` row-major). Runs of the innermost dims that are contiguous in both
-  /// buffers are copied as one run.
+  /// (holding `db` row-major): the copy plan_region_copy makes of it, run at once (a cached
+  /// plan keeps its copies planned instead; see copy_planned).
   template <class T>
   static void copy_region(const T* src, const box& sb, T* dst, const box& db, const box& region, host_stream = {}) {
-    const int R = region.rank;
-    if (region.empty()) return;
-    if (R == 0) {
-      *dst = *src;
-      return;
-    }
-    // Fold trailing dims that are full in both buffers into one contiguous run.
-    int inner = R - 1;
-    std::int64_t run = region.ext[R - 1];
-    while (inner > 0 && region.ext[inner] == sb.ext[inner] && region.ext[inner] == db.ext[inner]) {
-      --inner;
-      run *= region.ext[inner];
-    }
-    std::int64_t sstride[SHARDCAST_MAX_RANK], dstride[SHARDCAST_MAX_RANK];
-    sstride[R - 1] = dstride[R - 1] = 1;
-    for (int d = R - 2; d >= 0; --d) {
-      sstride[d] = sstride[d + 1] * sb.ext[d + 1];
-      dstride[d] = dstride[d + 1] * db.ext[d + 1];
-    }
-    std::int64_t so = 0, doff = 0;
-    for (int d = 0; d < R; ++d) {
-      so += (region.off[d] - sb.off[d]) * sstride[d];
-      doff += (region.off[d] - db.off[d]) * dstride[d];
-    }
-    const std::size_t bytes = static_cast<std::size_t>(run) * sizeof(T);
-    if (inner == 1) {  // the common 2-D case: rows of a matrix
-      const std::int64_t rows = region.ext[0], ss = sstride[0] * static_cast<std::int64_t>(sizeof(T)),
-                         ds = dstride[0] * static_cast<std::int64_t>(sizeof(T));
-      copy_rows(reinterpret_cast<unsigned char*>(dst + doff), ds, reinterpret_cast<const unsigned char*>(src + so), ss, rows, bytes);
-      return;
-    }
-    // Iterate the outer dims [0, inner) with an odometer.
-    std::int64_t idx[SHARDCAST_MAX_RANK]{};
-    while (true) {
-      copy_bytes(dst + doff, src + so, bytes);
-      int d = inner - 1;
-      for (; d >= 0; --d) {
-        so += sstride[d];
-        doff += dstride[d];
-        if (++idx[d] < region.ext[d]) break;
-        so -= sstride[d] * region.ext[d];
-        doff -= dstride[d] * region.ext[d];
-        idx[d] = 0;
-      }
-      if (d < 0) break;
-    }
+    copy_planned(src, dst, plan_region_copy(sb, db, region));
   }
 
   /// A copy planned by plan_region_copy, from a buffer at `src` to one at `dst`.
