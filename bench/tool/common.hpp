@@ -75,8 +75,8 @@ inline std::string rank_problem(coll c, int root, int n) {
 }
 
 /// One sendrecv step on any communicator: `count` elements of `send` to rank + 1 and from
-/// rank - 1 into `recv` (modulo the size). Sends block until their receive is posted
-/// (host and p2p; NCCL's wait on the stream), so even ranks send first and odd ranks
+/// rank - 1 into `recv` (modulo the size). Sends may block until their receive is posted
+/// (host above its eager limit, p2p; NCCL's wait on the stream), so even ranks send first and odd ranks
 /// receive first: every send then meets a posted receive, whatever the number of ranks.
 template <class Comm, class T, class... Stream>
 void ring_sendrecv(Comm& comm, const T* send, T* recv, std::size_t count, Stream... s) {
@@ -100,6 +100,7 @@ struct options {
   double factor = 2.0;
   std::size_t increment = 0;  // -i: additive step; 0 means use -f
   int iters = 20, warmup = 5, check = 1;
+  int batches = 1;  // --batches: time this many batches of `iters` calls; a row shows the median batch
   dtype type = dtype::f32;
   reduce_op op = reduce_op::sum;
   int root = 0;
@@ -274,6 +275,8 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  -d, --datatype T      float double int32 int64 uint32 uint64, default float\n"
                "  -o, --op OP           sum avg max min prod, default sum\n"
                "  -r, --root R          broadcast root, default 0\n"
+               "  --batches B           time B batches of -n calls each and report the median batch,\n"
+               "                        which a rank descheduled in one batch does not sway; default 1\n"
                "  --json FILE           also write the rows as JSON\n",
                prog,
                mpi_tool ? "" :
@@ -315,6 +318,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
       else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
       else if (a == "-c" || a == "--check") o.check = std::stoi(val());
       else if (a == "-r" || a == "--root") o.root = std::stoi(val());
+      else if (a == "--batches") o.batches = std::stoi(val());
       else if (a == "-d" || a == "--datatype") {
         const std::string s = val();
         if (!parse_dtype(s, o.type)) throw std::invalid_argument("unknown datatype '" + s + "' (float double int32 int64 uint32 uint64)");
@@ -333,6 +337,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     if (!o.increment && o.factor <= 1.0 && o.min_bytes != o.max_bytes) throw std::invalid_argument("-f must be greater than 1");
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
     if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");
+    if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
     if (o.ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
     if (!o.vs.empty() && o.vs != "mpi") throw std::invalid_argument("--vs takes 'mpi'");
   } catch (const std::exception& e) {
@@ -340,6 +345,14 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     return false;
   }
   return true;
+}
+
+/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 /// Calls f.template operator()<T>() with T the C++ type of `t`.

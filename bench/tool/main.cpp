@@ -111,14 +111,18 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
   };
   if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.get(), k.recv, me);
   for (int i = 0; i < o.warmup; ++i) once();
-  comm.barrier();
-  const auto t0 = clk::now();
-  for (int i = 0; i < o.iters; ++i) once();
-  comm.barrier();
-  double elapsed = std::chrono::duration<double>(clk::now() - t0).count();
-  double slowest = 0;
-  comm.all_reduce(&elapsed, &slowest, 1, sc::reduce_op::max);
-  r.time_us = slowest / o.iters * 1e6;
+  std::vector<double> batch;  // per batch, the slowest rank's time
+  for (int b = 0; b < o.batches; ++b) {
+    comm.barrier();
+    const auto t0 = clk::now();
+    for (int i = 0; i < o.iters; ++i) once();
+    comm.barrier();
+    double elapsed = std::chrono::duration<double>(clk::now() - t0).count();
+    double slowest = 0;
+    comm.all_reduce(&elapsed, &slowest, 1, sc::reduce_op::max);
+    batch.push_back(slowest);
+  }
+  r.time_us = bn::median(batch) / o.iters * 1e6;
 
   if (o.check) {
     // Fresh inputs (broadcast overwrote non-root buffers), one more call, then compare.
@@ -157,6 +161,7 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
 void print_header(const bn::options& o, int nranks) {
   std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind),
               o.backend.c_str(), nranks, o.iters, o.warmup, o.check);
+  if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest rank's, per batch)\n", o.batches, o.iters);
   if (o.backend == "host")
     std::printf("# host: collectives of at most %d bytes per rank are eager (SHARDCAST_HOST_EAGER_BYTES); larger ones read peers' buffers\n",
                 static_cast<int>(SHARDCAST_HOST_EAGER_BYTES));
@@ -193,7 +198,7 @@ bool write_json(const bn::options& o, int nranks, const std::vector<row>& rows, 
   bn::json_escape_into(s, o.backend);
   s += "\",\n  \"ranks\": " + std::to_string(nranks) + ",\n  \"dtype\": \"" + sc::to_string(o.type) + "\",\n  \"op\": \"" +
        (bn::has_op(o.op_kind) ? sc::to_string(o.op) : "none") + "\",\n  \"iters\": " + std::to_string(o.iters) +
-       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
+       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     char buf[512];
@@ -227,7 +232,7 @@ double run_mpi_baseline(const bn::options& o, int nranks, std::size_t bytes, std
   if (bin.empty()) return 0;
   std::string cmd = mpiexec + " --allow-run-as-root --oversubscribe -np " + std::to_string(nranks) + " '" + bin + "' " +
                     bn::to_string(o.op_kind) + " -b " + std::to_string(bytes) + " -e " + std::to_string(bytes) + " -n " +
-                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " -c " + std::to_string(o.check) + " -d " +
+                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " --batches " + std::to_string(o.batches) + " -c " + std::to_string(o.check) + " -d " +
                     sc::to_string(o.type) + " -o " + sc::to_string(o.op) + " -r " + std::to_string(o.root) + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;

@@ -48,6 +48,7 @@ int run(const bn::options& o, int n, int me) {
   if (me == 0) {
     std::printf("# shardcast-bench-mpi %s: %d processes, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind), n, o.iters,
                 o.warmup, o.check);
+    if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest process's, per batch)\n", o.batches, o.iters);
     std::printf("#%12s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw",
                 "busbw", "#wrong");
   }
@@ -79,12 +80,17 @@ int run(const bn::options& o, int n, int me) {
     };
     if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
     for (int i = 0; i < o.warmup; ++i) once();
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.iters; ++i) once();
-    MPI_Barrier(MPI_COMM_WORLD);
-    double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), slowest = 0;
-    MPI_Allreduce(&el, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<double> batch;  // per batch, the slowest process's time
+    for (int b = 0; b < o.batches; ++b) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.iters; ++i) once();
+      MPI_Barrier(MPI_COMM_WORLD);
+      double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), s = 0;
+      MPI_Allreduce(&el, &s, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      batch.push_back(s);
+    }
+    const double slowest = bn::median(batch);
     std::int64_t wrong = 0, w = 0;
     if (o.check) {
       bn::fill_input(send.data(), k.send, me);

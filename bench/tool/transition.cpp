@@ -115,6 +115,7 @@ int run_transition(int argc, char** argv) {
         if (!parse_dims(val(), o.extents)) throw std::invalid_argument("--extents takes sizes like 4096x4096");
       } else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
       else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
+      else if (a == "--batches") o.batches = std::stoi(val());
       else if (a == "-c" || a == "--check") o.check = std::stoi(val());
       else if (a == "--backend") o.backend = val();
       else if (a == "--json") o.json = val();
@@ -123,6 +124,7 @@ int run_transition(int argc, char** argv) {
     if (o.from.empty() || o.to.empty() || o.mesh.empty() || o.extents.empty())
       throw std::invalid_argument("redistribute needs --from, --to, --mesh and --extents");
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
+    if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardcast-bench redistribute: %s\n", e.what());
     return 2;

@@ -22,6 +22,8 @@
 #include <shardcast/plan.hpp>
 #include <shardcast/redistribute.hpp>
 
+#include "common.hpp"
+
 namespace shardcast::bench {
 
 struct transition_options {
@@ -29,13 +31,14 @@ struct transition_options {
   std::vector<int> mesh;
   std::vector<std::int64_t> extents;
   int iters = 5, warmup = 1, check = 1;
+  int batches = 1;  ///< --batches: each rank's time is the median of this many batches of `iters`
   std::string json;
   std::string backend = "host";
 };
 
 /// What one rank measured.
 struct transition_measure {
-  double seconds = 0;  ///< the timed redistributes, from a barrier to a barrier after the last one
+  double seconds = 0;  ///< the timed redistributes, from a barrier to a barrier after the last one (the median batch)
   double bytes = 0;    ///< bytes this rank sent per redistribute (counting_communicator)
   long long wrong = 0; ///< -c 1: elements of to_global(result) that differ from the global tensor
 };
@@ -77,6 +80,7 @@ template <int N, int R>
 void print_transition_header(const transition_options& o, const transition_problem<N, R>& pb, const char* backend_text) {
   std::printf("# shardcast-bench redistribute: mesh %s, extents %s, float, %d ranks (%s), %d iters, %d warmup\n", joined(o.mesh).c_str(),
               joined(o.extents).c_str(), pb.nranks, backend_text, o.iters, o.warmup);
+  if (o.batches > 1) std::printf("# time: the median of %d batches of %d redistributes\n", o.batches, o.iters);
   const std::string ex = explain(pb.p, pb.shape, pb.ext, sizeof(float));
   std::size_t b = 0;
   while (b < ex.size()) {
@@ -103,13 +107,18 @@ transition_measure measure_transition(const Comm& comm, const transition_problem
   sync();
   m.comm().barrier();
   m.comm().reset();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.iters; ++i) (void)redistribute(x, pb.dst, s);
-  sync();
-  m.comm().barrier();
+  std::vector<double> batch;  // each ends at a barrier, so it lasts as long as the slowest rank's
+  for (int b = 0; b < o.batches; ++b) {
+    if (b) m.comm().barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.iters; ++i) (void)redistribute(x, pb.dst, s);
+    sync();
+    m.comm().barrier();
+    batch.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
   transition_measure r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.bytes = m.comm().bytes() / o.iters;
+  r.seconds = median(batch);
+  r.bytes = m.comm().bytes() / (static_cast<double>(o.iters) * o.batches);
   if (o.check) {
     auto y = redistribute(x, pb.dst, s);
     const std::vector<float> g = to_global(y, s);

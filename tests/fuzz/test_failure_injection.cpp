@@ -117,24 +117,54 @@ TEST_CASE("one rank never arrives: the others time out with comm_error") {
   CHECK(ce.load() == 2);
 }
 
+// Element counts of int just above SHARDCAST_HOST_EAGER_BYTES, which send waits for its recv.
+constexpr std::size_t big = SHARDCAST_HOST_EAGER_BYTES / sizeof(int) + 6;
+
 TEST_CASE("send/recv count mismatch names both sizes") {
-  std::atomic<int> ce{0};
-  const std::string w = run_case(2, [](sc::host::communicator& c) {
-    std::vector<int> buf(10, 3);
-    if (c.rank() == 0) c.send(buf.data(), 6, 1);
-    else c.recv(buf.data(), 4, 0);
-  }, ce);
-  CHECK(w.find('6') != std::string::npos);
-  CHECK(w.find('4') != std::string::npos);
-  CHECK(ce.load() == 2);
+  {  // above the eager limit: the sender waits for the recv, and both see the mismatch
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> buf(big, 3);
+      if (c.rank() == 0) c.send(buf.data(), big, 1);
+      else c.recv(buf.data(), big - 2, 0);
+    }, ce);
+    // run rethrows whichever rank failed first; each names both sizes
+    CHECK(w.find(std::to_string(big) + " int32") != std::string::npos);
+    CHECK(w.find(std::to_string(big - 2) + " int32") != std::string::npos);
+    CHECK(ce.load() == 2);
+  }
+  {  // eager: the sender may have returned before the recv; the receiver sees the mismatch
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> buf(10, 3);
+      if (c.rank() == 0) c.send(buf.data(), 6, 1);
+      else c.recv(buf.data(), 4, 0);
+    }, ce);
+    // (When the recv was posted first, the sender sees the mismatch too, and may be first.)
+    CHECK(w.find("6 int32") != std::string::npos);
+    CHECK(w.find("4 int32") != std::string::npos);
+    CHECK(ce.load() >= 1);
+  }
 }
 
-TEST_CASE("send without a matching recv times out") {
-  std::atomic<int> ce{0};
-  const std::string w = run_case(2, [](sc::host::communicator& c) {
-    std::vector<int> buf(3, 1);
-    if (c.rank() == 0) c.send(buf.data(), 3, 1);
-  }, ce);
-  CHECK(w.find("timed out") != std::string::npos);
-  CHECK(ce.load() == 1);
+TEST_CASE("send without a matching recv times out, or is reported by run when it did not wait") {
+  {
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> buf(big, 1);
+      if (c.rank() == 0) c.send(buf.data(), big, 1);
+    }, ce);
+    CHECK(w.find("timed out") != std::string::npos);
+    CHECK(ce.load() == 1);
+  }
+  if (SHARDCAST_HOST_EAGER_BYTES >= 3 * sizeof(int)) {
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> buf(3, 1);
+      if (c.rank() == 0) c.send(buf.data(), 3, 1);
+    }, ce);
+    CHECK(w.find("rank 0 sent 3 int32 to rank 1") != std::string::npos);
+    CHECK(w.find("never received") != std::string::npos);
+    CHECK(ce.load() == 0);
+  }
 }

@@ -161,3 +161,38 @@ TEST_CASE("parked ranks still time out when a peer never arrives") {
   CHECK(o.what.find("timed out") != std::string::npos);
   CHECK(o.comm_errors == 3);
 }
+
+TEST_CASE("waiters spin by time only when every rank has a CPU, and an abort ends the spin") {
+  const int cpus = sc::detail::available_cpus();
+  CHECK(cpus >= 1);
+  setenv("SHARDCAST_HOST_SPIN_US", "7", 1);
+  CHECK(sc::detail::spin_time(1) == 7us);
+  CHECK(sc::detail::spin_time(cpus) == 7us);
+  CHECK(sc::detail::spin_time(cpus + 1) == 0us);  // more ranks than CPUs: yield at once
+  setenv("SHARDCAST_HOST_SPIN_US", "0", 1);
+  CHECK(sc::detail::spin_time(1) == 0us);
+  unsetenv("SHARDCAST_HOST_SPIN_US");
+  CHECK(sc::detail::spin_time(1) == std::chrono::microseconds(SHARDCAST_HOST_SPIN_US));
+  if (cpus < 2) {
+    MESSAGE("skipped the 2-rank spin cases: this process may use only one CPU");
+    return;
+  }
+  // Spins of 3 s: a peer's failure must still release the spinning rank at once, in a
+  // barrier and in a recv.
+  setenv("SHARDCAST_HOST_SPIN_US", "3000000", 1);
+  for (bool in_recv : {false, true}) {
+    const outcome o = run_ranks(2, [&](sc::host::communicator& c) {
+      if (c.rank() == 1) {
+        std::this_thread::sleep_for(20ms);
+        throw injected("rank 1 failed");
+      }
+      int v = 0;
+      if (in_recv) c.recv(&v, 1, 1);
+      else c.barrier();
+    }, 30000ms);
+    CHECK(o.what.find("rank 1 failed") != std::string::npos);
+    CHECK(o.comm_errors == 1);
+    CHECK_MESSAGE(o.took < 1500ms, std::string(in_recv ? "recv" : "barrier") << " took " << std::chrono::duration<double>(o.took).count() << " s");
+  }
+  unsetenv("SHARDCAST_HOST_SPIN_US");
+}

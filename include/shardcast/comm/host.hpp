@@ -4,7 +4,8 @@
 /// buffers directly (one copy, no staging buffer). Collectives of at most
 /// SHARDCAST_HOST_EAGER_BYTES per rank (256 unless defined; all_to_allv: when every rank's
 /// sends fit, in groups of up to 16) are eager instead: each rank copies its input into a
-/// buffer of its own, so the ranks meet once rather than twice.
+/// buffer of its own, so the ranks meet once rather than twice. A send of at most that many
+/// bytes does not wait for its recv either: it leaves the message in the channel.
 /// It is the embedded default.
 ///
 /// @code
@@ -172,8 +173,10 @@ struct alignas(64) slot {
   std::size_t vsend[max_eager_v]{}, vrecv[max_eager_v]{};
 };
 
-/// A point-to-point channel from one rank to another (rendezvous: the sender copies
-/// straight into the receiver's posted buffer).
+/// A point-to-point channel from one rank to another. The sender copies straight into the
+/// receiver's posted buffer; a message of at most SHARDCAST_HOST_EAGER_BYTES whose receive
+/// is not posted yet is copied into the channel instead (one at a time), and the receive
+/// takes it from there.
 struct channel : shardcast::detail::channel_sync {
   void* buf = nullptr;
   std::size_t count = 0;
@@ -181,6 +184,10 @@ struct channel : shardcast::detail::channel_sync {
   bool posted = false, done = false, mismatch = false;
   std::size_t sent_count = 0;  ///< on a mismatch: what the sender offered
   dtype sent_type = dtype::f32;
+  bool staged = false;  ///< an eager message waits in `eager` for its receive
+  std::size_t staged_count = 0;
+  dtype staged_type = dtype::f32;
+  alignas(64) std::byte eager[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
 /// One rank's part of a group. Collectives alternate between two slots (and two eager
@@ -205,6 +212,23 @@ struct group_state : shardcast::detail::in_process_group {
       : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+  }
+  /// A message that no receive took (an eager send without its recv), for run() to report.
+  std::string undelivered() const {
+    for (int i = 0; i < size * size; ++i) {
+      const channel& ch = *channels[static_cast<std::size_t>(i)];
+      if (ch.staged)
+        return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(ch.staged_count) + " " +
+               to_string(ch.staged_type) + " to rank " + std::to_string(i % size) +
+               " (a communicator of size " + std::to_string(size) + "), which never received them: a send without its recv";
+    }
+    return {};
+  }
+  ~group_state() {
+    if (std::string u = undelivered(); !u.empty()) {
+      std::lock_guard lk(world->m);
+      if (world->undelivered.empty()) world->undelivered = std::move(u);
+    }
   }
 };
 
@@ -383,13 +407,34 @@ class communicator {
     g_->barrier("broadcast");
   }
 
-  /// Blocking send; returns once `peer` has received the data (rendezvous).
+  /// Blocking send; returns once `buf` may be reused. The data goes straight into the
+  /// buffer of `peer`'s posted recv, which the send waits for. A message of at most
+  /// SHARDCAST_HOST_EAGER_BYTES does not wait for the recv (eager, as MPI's shared-memory
+  /// transports send small messages): if the recv is not posted yet, the message is copied
+  /// into the channel, where the recv finds it. A channel holds one such message; the next
+  /// send to the same peer waits until it is received. Messages between two ranks arrive in
+  /// the order they were sent. A size or type mismatch throws comm_error on the receiving
+  /// rank (and on the sender too, when the recv was posted first); a message that is never
+  /// received makes run() throw comm_error.
   template <element_type T>
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "send");
     auto& ch = *g_->channels[static_cast<std::size_t>(rank_ * size() + peer)];
     std::unique_lock lk(ch.m);
-    g_->wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
+    if (eager<T>(count)) {
+      g_->wait(ch, lk, [&] { return !ch.staged; }, "send");
+      if (!ch.posted || ch.done) {
+        copy(reinterpret_cast<T*>(ch.eager), buf, count);
+        ch.staged = true;
+        ch.staged_count = count;
+        ch.staged_type = dtype_of<T>::value;
+        lk.unlock();
+        ch.notify();
+        return;
+      }
+    } else {
+      g_->wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
+    }
     if (ch.count != count || ch.type != dtype_of<T>::value) {
       ch.mismatch = true;
       ch.sent_count = count;
@@ -413,6 +458,17 @@ class communicator {
     check_peer(peer, "recv");
     auto& ch = *g_->channels[static_cast<std::size_t>(peer * size() + rank_)];
     std::unique_lock lk(ch.m);
+    if (ch.staged) {  // an eager message, sent before this recv was posted
+      const std::size_t sent = ch.staged_count;
+      const dtype sent_type = ch.staged_type;
+      const bool match = sent == count && sent_type == dtype_of<T>::value;
+      if (match) copy(buf, reinterpret_cast<const T*>(ch.eager), count);
+      ch.staged = false;
+      lk.unlock();
+      ch.notify();  // the sender may wait to stage its next message
+      if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type);
+      return;
+    }
     ch.buf = buf;
     ch.count = count;
     ch.type = dtype_of<T>::value;
@@ -429,10 +485,7 @@ class communicator {
     ch.posted = false;
     const bool bad = ch.mismatch;
     ch.done = false;
-    if (bad)
-      throw comm_error("shardcast::host::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
-                       to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent " +
-                       std::to_string(ch.sent_count) + " " + to_string(ch.sent_type));
+    if (bad) throw recv_mismatch<T>(count, peer, ch.sent_count, ch.sent_type);
   }
 
   /// Every rank of the group meets once (with the check that all of them called barrier).
@@ -528,6 +581,13 @@ class communicator {
     return eager_buffer<T>(q);
   }
 
+  template <class T>
+  comm_error recv_mismatch(std::size_t count, int peer, std::size_t sent, dtype sent_type) const {
+    return comm_error("shardcast::host::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
+                      to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent " + std::to_string(sent) +
+                      " " + to_string(sent_type));
+  }
+
   void check_peer(int peer, const char* what) const {
     if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
@@ -581,6 +641,7 @@ void run(int nranks, F&& f, options opt = {}) {
   SHARDCAST_EXPECTS(nranks >= 1, "shardcast::host::run: nranks must be at least 1, got " + std::to_string(nranks));
   auto world = std::make_shared<detail::world_state>();
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
+  world->spin_for = shardcast::detail::spin_time(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks);
   std::exception_ptr first;
   std::mutex first_m;
@@ -608,6 +669,13 @@ void run(int nranks, F&& f, options opt = {}) {
   body(0);
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+  std::string undelivered = group->undelivered();
+  group.reset();
+  if (undelivered.empty()) {
+    std::lock_guard lk(world->m);
+    undelivered = world->undelivered;  // from the groups split made
+  }
+  if (!undelivered.empty()) throw comm_error(undelivered);
 }
 
 }  // namespace shardcast::host

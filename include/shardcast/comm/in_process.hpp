@@ -45,7 +45,9 @@ struct in_process_world {
   std::mutex m;  // guards reason and groups; taken before any group's park mutex, never after
   std::string reason;
   std::chrono::milliseconds timeout{};
+  std::chrono::nanoseconds spin_for{0};  ///< how long waiters spin by time (spin_time of the run's ranks)
   std::vector<in_process_group*> groups;
+  std::string undelivered;  ///< host: a message no recv took, found when its group ended
 
   /// Aborts the world (the first reason stays) and wakes the parked waiters of every group.
   inline void abort(const std::string& why);
@@ -108,6 +110,12 @@ struct in_process_group {
         changed = ch.changes.load(std::memory_order_acquire) != seen;
         if (!changed) cpu_relax();
       }
+      if (!changed && spins == barrier_tuning::spin) {  // once per wait
+        ++spins;
+        changed = spin_until([&] { return ch.changes.load(std::memory_order_acquire) != seen || world->aborted.load(std::memory_order_relaxed); },
+                             world->spin_for) &&
+                  ch.changes.load(std::memory_order_acquire) != seen;
+      }
       while (!changed && clock::now() - start < barrier_tuning::yield_for) {
         changed = ch.changes.load(std::memory_order_acquire) != seen;
         if (!changed) std::this_thread::yield();
@@ -128,7 +136,7 @@ struct in_process_group {
   /// @throws comm_error if the world aborts or the timeout passes first.
   void barrier(const char* where) {
     if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-    switch (bar.arrive_and_wait(world->aborted, world->timeout)) {
+    switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for)) {
       case rank_barrier::outcome::passed: return;
       case rank_barrier::outcome::aborted: throw_aborted(where);
       case rank_barrier::outcome::timed_out: throw_timeout(where);

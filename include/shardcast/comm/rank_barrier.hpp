@@ -9,8 +9,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 /// Barrier waiting policy of the in-process backends (host and p2p; see
 /// detail::rank_barrier): spins before yielding, and microseconds of yielding before parking.
@@ -19,6 +24,14 @@
 #endif
 #ifndef SHARDCAST_HOST_BARRIER_YIELD_US
 #define SHARDCAST_HOST_BARRIER_YIELD_US 50
+#endif
+/// Microseconds a waiter keeps spinning (after the SHARDCAST_HOST_BARRIER_SPIN pauses)
+/// before it yields, when the run has no more ranks than the process has CPUs; with more
+/// ranks than CPUs it yields at once, since a spinning waiter would then keep the rank it
+/// waits for off its CPU. The environment variable SHARDCAST_HOST_SPIN_US overrides it (0:
+/// never spin by time).
+#ifndef SHARDCAST_HOST_SPIN_US
+#define SHARDCAST_HOST_SPIN_US 20
 #endif
 
 namespace shardcast::detail {
@@ -32,12 +45,53 @@ inline void cpu_relax() {
 #endif
 }
 
-/// How a barrier waits: spin `spin` times, then yield the CPU for up to `yield_for`,
-/// then park (sleep until woken by the last arrival, an abort, or the deadline).
+/// How a barrier waits: spin `spin` times, then for the run's spin time (see spin_time),
+/// then yield the CPU for up to `yield_for`, then park (sleep until woken by the last
+/// arrival, an abort, or the deadline).
 struct barrier_tuning {
   static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
   static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
 };
+
+/// CPUs this process may run on (its affinity mask on Linux), at least 1.
+inline int available_cpus() {
+#if defined(__linux__) && defined(CPU_COUNT)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+  const unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+/// How long the waiters of a run of `nranks` threads spin by time before yielding:
+/// SHARDCAST_HOST_SPIN_US (or the environment variable of that name) when every rank can
+/// have a CPU of its own, else 0.
+inline std::chrono::nanoseconds spin_time(int nranks) {
+  long us = SHARDCAST_HOST_SPIN_US;
+  if (const char* e = std::getenv("SHARDCAST_HOST_SPIN_US")) {
+    char* end = nullptr;
+    const long v = std::strtol(e, &end, 10);
+    if (end != e && v >= 0) us = v;
+  }
+  if (us <= 0 || nranks > available_cpus()) return std::chrono::nanoseconds{0};
+  return std::chrono::microseconds{us};
+}
+
+/// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses);
+/// returns done().
+template <class Done>
+bool spin_until(Done done, std::chrono::nanoseconds spin_for) {
+  if (spin_for.count() <= 0) return done();
+  const auto end = std::chrono::steady_clock::now() + spin_for;
+  while (true) {
+    for (int i = 0; i < 32; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= end) return done();
+  }
+}
 
 /// A reusable barrier of `size` threads.
 ///
@@ -65,7 +119,9 @@ class rank_barrier {
   /// Arrives and waits until every rank has arrived (passed), `aborted` becomes true
   /// (aborted), or `timeout` passes (timed_out). A rank that does not pass has withdrawn
   /// its arrival. The caller checks `aborted` before arriving, if it must.
-  outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout) {
+  /// Waiters spin by time for `spin_for` after the pauses of barrier_tuning::spin.
+  outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
+                          std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}) {
     const std::uint64_t old = bar_.fetch_add(1, std::memory_order_acq_rel);
     const auto gen = static_cast<std::uint32_t>(old >> 32);
     if (static_cast<int>(old & 0xffffffffu) + 1 == size_) {
@@ -76,7 +132,7 @@ class rank_barrier {
       }
       return outcome::passed;
     }
-    return await(gen, aborted, timeout);
+    return await(gen, aborted, timeout, spin_for);
   }
 
   /// Wakes every waiter parked here (call after setting the abort flag).
@@ -99,7 +155,7 @@ class rank_barrier {
   /// The barrier completed (passed), or this rank gives up: withdraw, then say why.
   outcome give_up(std::uint32_t gen, outcome why) { return withdraw(gen) ? why : outcome::passed; }
 
-  outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout) {
+  outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for) {
     using clock = std::chrono::steady_clock;
     for (int i = 0; i < barrier_tuning::spin; ++i) {
       if (passed(gen)) return outcome::passed;
@@ -107,6 +163,9 @@ class rank_barrier {
     }
     const auto start = clock::now();
     const auto deadline = start + timeout;
+    // Spinning by time takes the first part of the yielding phase, so a waiter stays busy
+    // for yield_for in all, as before, whether it spins or yields.
+    spin_until([&] { return passed(gen) || aborted.load(std::memory_order_relaxed); }, spin_for);
     while (clock::now() - start < barrier_tuning::yield_for) {
       if (passed(gen)) return outcome::passed;
       if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
