@@ -358,3 +358,39 @@ TEST_CASE("a small message sent before its recv is posted is taken from the chan
     }
   }
 }
+
+TEST_CASE_TEMPLATE("host broadcasts in a row from changing roots, with buffers reused at once", T, float, std::int64_t) {
+  // A random sequence of broadcasts (random roots and sizes on both sides of the eager
+  // limit) with a barrier or an all_reduce now and then, a late rank each round, and every
+  // buffer overwritten (the root's too) as soon as a call returns.
+  constexpr std::size_t E = (SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 256) / sizeof(T);
+  for (int n : {2, 3, 5}) {
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      const int r = c.rank();
+      std::mt19937 rng(4321);  // the same sequence on every rank
+      for (int round = 0; round < 300; ++round) {
+        const unsigned what = rng() % 10;
+        const int late = static_cast<int>(rng() % static_cast<unsigned>(n));
+        const std::size_t pick = rng() % 4;
+        const std::size_t count = pick == 0 ? 1 : pick == 3 ? 64 * E : E - 1 + rng() % 3;
+        const int root = static_cast<int>(rng() % static_cast<unsigned>(n));
+        if (r == late && round % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (what == 0) {
+          c.barrier();
+        } else if (what == 1) {
+          T x = static_cast<T>(r + round), y{};
+          c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+          REQUIRE(y == static_cast<T>(n * (n - 1) / 2 + n * round));
+        } else {
+          std::vector<T> b(count);
+          for (std::size_t i = 0; i < count; ++i) b[i] = r == root ? input<T>(root, i + static_cast<std::size_t>(round)) : T{-7};
+          c.broadcast(b.data(), count, root);
+          const std::vector<T> got = b;
+          std::fill(b.begin(), b.end(), T{99});
+          for (std::size_t i = 0; i < count; ++i) REQUIRE(got[i] == input<T>(root, i + static_cast<std::size_t>(round)));
+        }
+      }
+      c.barrier();
+    });
+  }
+}
