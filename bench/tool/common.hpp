@@ -101,6 +101,7 @@ struct options {
   std::size_t increment = 0;  // -i: additive step; 0 means use -f
   int iters = 20, warmup = 5, check = 1;
   int batches = 1;  // --batches: time this many batches of `iters` calls; a row shows the median batch
+  bool inplace = false;  // --inplace: nccl-tests' in-place form of all_reduce, all_gather, reduce_scatter
   dtype type = dtype::f32;
   reduce_op op = reduce_op::sum;
   int root = 0;
@@ -252,6 +253,23 @@ inline T expected(coll c, reduce_op op, int n, int root, int me, const counts& k
   return T{};
 }
 
+/// The buffers of one rank for one size: out-of-place, a send and a receive buffer; in
+/// place (nccl-tests' in-place form), one buffer that send and recv point into:
+/// all_reduce: recv == send; all_gather: send == recv + me * count; reduce_scatter: recv ==
+/// send + me * count. `Buffer<T>` is the tool's buffer of n elements (host or device).
+struct placement_of_buffers {
+  std::size_t send_off = 0, recv_off = 0;  // element offsets into the one buffer (in place)
+  std::size_t size = 0;                    // elements of the one buffer (in place)
+};
+inline placement_of_buffers in_place(coll c, const counts& k, int me) {
+  placement_of_buffers p;
+  const auto m = static_cast<std::size_t>(me);
+  p.size = std::max(k.send, k.recv);
+  if (c == coll::all_gather) p.send_off = m * k.arg;
+  if (c == coll::reduce_scatter) p.recv_off = m * k.arg;
+  return p;
+}
+
 /// Number of output elements of rank `me` that differ from the reference.
 template <class T>
 inline std::int64_t count_wrong(coll c, reduce_op op, int n, int root, int me, const counts& k, const T* out) {
@@ -277,6 +295,8 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  -r, --root R          broadcast root, default 0\n"
                "  --batches B           time B batches of -n calls each and report the median batch,\n"
                "                        which a rank descheduled in one batch does not sway; default 1\n"
+               "  --inplace             all_reduce, all_gather, reduce_scatter in place, as nccl-tests'\n"
+               "                        in-place columns (broadcast is always in place)\n"
                "  --json FILE           also write the rows as JSON\n",
                prog,
                mpi_tool ? "" :
@@ -319,6 +339,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
       else if (a == "-c" || a == "--check") o.check = std::stoi(val());
       else if (a == "-r" || a == "--root") o.root = std::stoi(val());
       else if (a == "--batches") o.batches = std::stoi(val());
+      else if (a == "--inplace") o.inplace = true;
       else if (a == "-d" || a == "--datatype") {
         const std::string s = val();
         if (!parse_dtype(s, o.type)) throw std::invalid_argument("unknown datatype '" + s + "' (float double int32 int64 uint32 uint64)");
@@ -338,6 +359,9 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
     if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");
     if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
+    if (o.inplace && (o.op_kind == coll::all_to_all || o.op_kind == coll::sendrecv))
+      throw std::invalid_argument(std::string("--inplace: ") + to_string(o.op_kind) +
+                                  " has no in-place form here (all_reduce, all_gather and reduce_scatter have; broadcast always is)");
     if (o.ranks < 1) throw std::invalid_argument("--ranks must be at least 1");
     if (!o.vs.empty() && o.vs != "mpi") throw std::invalid_argument("--vs takes 'mpi'");
   } catch (const std::exception& e) {

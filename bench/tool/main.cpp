@@ -96,20 +96,25 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
   row r;
   r.k = bn::counts_for(o.op_kind, bytes, sizeof(T), n);
   const auto& k = r.k;
-  auto send = make_buffer<T>(k.send);
-  auto recv = make_buffer<T>(k.recv);
-  bn::fill_input(send.get(), k.send, me);
+  // In place (--inplace): one buffer, which send and recv point into (bn::in_place).
+  const bool ip = o.inplace && o.op_kind != bn::coll::broadcast;
+  const bn::placement_of_buffers pl = bn::in_place(o.op_kind, k, me);
+  auto send_buf = make_buffer<T>(ip ? pl.size : k.send);
+  auto recv_buf = make_buffer<T>(ip ? 0 : k.recv);
+  T* const send = send_buf.get() + (ip ? pl.send_off : 0);
+  T* const recv = ip ? send_buf.get() + pl.recv_off : recv_buf.get();
+  bn::fill_input(send, k.send, me);
   auto once = [&] {
     switch (o.op_kind) {
-      case bn::coll::all_reduce: comm.all_reduce(send.get(), recv.get(), k.arg, o.op); break;
-      case bn::coll::all_gather: comm.all_gather(send.get(), recv.get(), k.arg); break;
-      case bn::coll::reduce_scatter: comm.reduce_scatter(send.get(), recv.get(), k.arg, o.op); break;
-      case bn::coll::all_to_all: comm.all_to_all(send.get(), recv.get(), k.arg); break;
-      case bn::coll::broadcast: comm.broadcast(recv.get(), k.arg, o.root); break;
-      case bn::coll::sendrecv: bn::ring_sendrecv(comm, send.get(), recv.get(), k.arg); break;
+      case bn::coll::all_reduce: comm.all_reduce(send, recv, k.arg, o.op); break;
+      case bn::coll::all_gather: comm.all_gather(send, recv, k.arg); break;
+      case bn::coll::reduce_scatter: comm.reduce_scatter(send, recv, k.arg, o.op); break;
+      case bn::coll::all_to_all: comm.all_to_all(send, recv, k.arg); break;
+      case bn::coll::broadcast: comm.broadcast(recv, k.arg, o.root); break;
+      case bn::coll::sendrecv: bn::ring_sendrecv(comm, send, recv, k.arg); break;
     }
   };
-  if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.get(), k.recv, me);
+  if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me);
   for (int i = 0; i < o.warmup; ++i) once();
   std::vector<double> batch;  // per batch, the slowest rank's time
   for (int b = 0; b < o.batches; ++b) {
@@ -125,12 +130,13 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
   r.time_us = bn::median(batch) / o.iters * 1e6;
 
   if (o.check) {
-    // Fresh inputs (broadcast overwrote non-root buffers), one more call, then compare.
-    bn::fill_input(send.get(), k.send, me);
-    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.get(), k.recv, me);
-    else std::memset(static_cast<void*>(recv.get()), 0, k.recv * sizeof(T));
+    // Fresh inputs (broadcast, and in-place calls, overwrote them), one more call, then compare.
+    if (ip) std::memset(static_cast<void*>(send_buf.get()), 0, pl.size * sizeof(T));  // all_gather: the chunks others write
+    bn::fill_input(send, k.send, me);
+    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me);
+    else if (!ip) std::memset(static_cast<void*>(recv), 0, k.recv * sizeof(T));
     once();
-    std::int64_t w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, recv.get());
+    std::int64_t w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, recv);
     comm.all_reduce(&w, &r.wrong, 1, sc::reduce_op::sum);
   }
 
@@ -162,6 +168,7 @@ void print_header(const bn::options& o, int nranks) {
   std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind),
               o.backend.c_str(), nranks, o.iters, o.warmup, o.check);
   if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest rank's, per batch)\n", o.batches, o.iters);
+  if (o.inplace) std::printf("# in place: recv == send (all_reduce), send == recv + rank * count (all_gather), recv == send + rank * count (reduce_scatter)\n");
   if (o.backend == "host")
     std::printf("# host: collectives of at most %d bytes per rank are eager (SHARDCAST_HOST_EAGER_BYTES); larger ones read peers' buffers\n",
                 static_cast<int>(SHARDCAST_HOST_EAGER_BYTES));
@@ -198,7 +205,7 @@ bool write_json(const bn::options& o, int nranks, const std::vector<row>& rows, 
   bn::json_escape_into(s, o.backend);
   s += "\",\n  \"ranks\": " + std::to_string(nranks) + ",\n  \"dtype\": \"" + sc::to_string(o.type) + "\",\n  \"op\": \"" +
        (bn::has_op(o.op_kind) ? sc::to_string(o.op) : "none") + "\",\n  \"iters\": " + std::to_string(o.iters) +
-       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
+       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"inplace\": " + (o.inplace ? "true" : "false") + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     char buf[512];
@@ -232,7 +239,7 @@ double run_mpi_baseline(const bn::options& o, int nranks, std::size_t bytes, std
   if (bin.empty()) return 0;
   std::string cmd = mpiexec + " --allow-run-as-root --oversubscribe -np " + std::to_string(nranks) + " '" + bin + "' " +
                     bn::to_string(o.op_kind) + " -b " + std::to_string(bytes) + " -e " + std::to_string(bytes) + " -n " +
-                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " --batches " + std::to_string(o.batches) + " -c " + std::to_string(o.check) + " -d " +
+                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " --batches " + std::to_string(o.batches) + (o.inplace ? " --inplace" : "") + " -c " + std::to_string(o.check) + " -d " +
                     sc::to_string(o.type) + " -o " + sc::to_string(o.op) + " -r " + std::to_string(o.root) + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;
@@ -380,6 +387,10 @@ int main(int argc, char** argv) {
 #else
       return bn::not_built("shardcast-bench", "mpi", "needs MPI at configure time (SHARDCAST_HAS_MPI) and shardcast/comm/mpi.hpp");
 #endif
+    }
+    if ((o.backend == "nccl" || o.backend == "p2p") && o.inplace) {
+      std::fprintf(stderr, "shardcast-bench: --inplace is for the host and mpi backends (the device backends run out of place)\n");
+      return 2;
     }
 #if defined(SHARDCAST_BENCH_WITH_DEVICE)
     if (o.backend == "nccl" || o.backend == "p2p") return run_device_backend(o);

@@ -49,6 +49,7 @@ int run(const bn::options& o, int n, int me) {
     std::printf("# shardcast-bench-mpi %s: %d processes, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind), n, o.iters,
                 o.warmup, o.check);
     if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest process's, per batch)\n", o.batches, o.iters);
+    if (o.inplace) std::printf("# in place (MPI_IN_PLACE)\n");
     std::printf("#%12s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw",
                 "busbw", "#wrong");
   }
@@ -57,19 +58,28 @@ int run(const bn::options& o, int n, int me) {
   int rows = 0;
   for (std::size_t bytes : bn::sweep(o)) {
     const bn::counts k = bn::counts_for(o.op_kind, bytes, sizeof(T), n);
-    std::vector<T> send(k.send ? k.send : 1), recv(k.recv ? k.recv : 1);
-    bn::fill_input(send.data(), k.send, me);
+    // In place (--inplace): one buffer; MPI_IN_PLACE takes the input from it and leaves the
+    // result there (reduce_scatter: at its start, where MPI puts it).
+    const bool ip = o.inplace && o.op_kind != bn::coll::broadcast;
+    const bn::placement_of_buffers pl = bn::in_place(o.op_kind, k, me);
+    std::vector<T> send(ip ? pl.size : (k.send ? k.send : 1)), recv(ip ? 1 : (k.recv ? k.recv : 1));
+    T* const in = send.data() + (ip ? pl.send_off : 0);      // this rank's input
+    T* const out = ip ? send.data() : recv.data();            // its result
+    bn::fill_input(in, k.send, me);
     const int c = static_cast<int>(k.arg);
     auto once = [&] {
       switch (o.op_kind) {
         case bn::coll::all_reduce:
-          MPI_Allreduce(send.data(), recv.data(), c, dt, op, MPI_COMM_WORLD);
-          if (o.op == sc::reduce_op::avg) sc::detail::finish_avg(recv.data(), k.recv, n);
+          MPI_Allreduce(ip ? MPI_IN_PLACE : send.data(), out, c, dt, op, MPI_COMM_WORLD);
+          if (o.op == sc::reduce_op::avg) sc::detail::finish_avg(out, k.recv, n);
           break;
-        case bn::coll::all_gather: MPI_Allgather(send.data(), c, dt, recv.data(), c, dt, MPI_COMM_WORLD); break;
+        case bn::coll::all_gather:
+          if (ip) MPI_Allgather(MPI_IN_PLACE, 0, dt, out, c, dt, MPI_COMM_WORLD);
+          else MPI_Allgather(send.data(), c, dt, recv.data(), c, dt, MPI_COMM_WORLD);
+          break;
         case bn::coll::reduce_scatter:
-          MPI_Reduce_scatter_block(send.data(), recv.data(), c, dt, op, MPI_COMM_WORLD);
-          if (o.op == sc::reduce_op::avg) sc::detail::finish_avg(recv.data(), k.recv, n);
+          MPI_Reduce_scatter_block(ip ? MPI_IN_PLACE : send.data(), out, c, dt, op, MPI_COMM_WORLD);
+          if (o.op == sc::reduce_op::avg) sc::detail::finish_avg(out, k.recv, n);
           break;
         case bn::coll::all_to_all: MPI_Alltoall(send.data(), c, dt, recv.data(), c, dt, MPI_COMM_WORLD); break;
         case bn::coll::broadcast: MPI_Bcast(recv.data(), c, dt, o.root, MPI_COMM_WORLD); break;
@@ -93,11 +103,12 @@ int run(const bn::options& o, int n, int me) {
     const double slowest = bn::median(batch);
     std::int64_t wrong = 0, w = 0;
     if (o.check) {
-      bn::fill_input(send.data(), k.send, me);
+      if (ip) std::fill(send.begin(), send.end(), T{});
+      bn::fill_input(in, k.send, me);
       if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
-      else std::fill(recv.begin(), recv.end(), T{});
+      else if (!ip) std::fill(recv.begin(), recv.end(), T{});
       once();
-      w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, recv.data());
+      w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, out);
       MPI_Allreduce(&w, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
     }
     const double us = slowest / o.iters * 1e6;
