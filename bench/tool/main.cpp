@@ -296,19 +296,26 @@ int run_host(const bn::options& o) {
     return 2;
   }
   std::vector<row> rows;
-  for (std::size_t bytes : bn::sweep(o)) {
-    row r;
-    bn::with_dtype(o.type, [&]<class T>() {
-      sc::host::run(o.ranks, [&](sc::host::communicator& comm) {
-        row mine = run_size<T>(comm, o, bytes);
-        if (comm.rank() == 0) r = mine;
-      });
-    });
-    if (o.roofline) r.cpy1 = memcpy_bandwidth(r.k.bytes, o.iters);
-    if (o.vs == "mpi") r.mpi_us = run_mpi_baseline(o, o.ranks, bytes, r.mpi_wrong);
-    print_row(o, r);
-    rows.push_back(r);
-  }
+  // One run for the whole sweep, as nccl-tests keeps its ranks: the same threads measure
+  // every size. After each size rank 0 measures memcpy alone (and runs the MPI baseline)
+  // while the others wait in a barrier, where they soon sleep. That wait may be as long
+  // as an MPI run, hence the long timeout with --vs mpi.
+  sc::host::options opt;
+  if (o.vs == "mpi") opt.timeout = std::chrono::minutes(30);
+  bn::with_dtype(o.type, [&]<class T>() {
+    sc::host::run(o.ranks, [&](sc::host::communicator& comm) {
+      for (std::size_t bytes : bn::sweep(o)) {
+        row r = run_size<T>(comm, o, bytes);
+        if (comm.rank() == 0) {
+          if (o.roofline) r.cpy1 = memcpy_bandwidth(r.k.bytes, o.iters);
+          if (o.vs == "mpi") r.mpi_us = run_mpi_baseline(o, o.ranks, bytes, r.mpi_wrong);
+          print_row(o, r);
+          rows.push_back(r);
+        }
+        comm.barrier();
+      }
+    }, opt);
+  });
   return finish(o, o.ranks, rows);
 }
 
