@@ -149,7 +149,9 @@ fi
 step "index math (host)" index_math.log 30 "$bin_index_math"
 step "bench_kernels 256 512 MiB" bench_kernels.log 90 "$bin_kernels" 256 512
 
-sweep=(-b 1M -e 256M -f 16 -n 20 -w 5 -c 1)
+# 20 timed iterations per size as 5 batches of 4, reported as the median batch: one
+# iteration stalled by milliseconds no longer sways a row (docs/bench/gpu.md, the sweep).
+sweep=(-b 1M -e 256M -f 16 -n 4 --batches 5 -w 5 -c 1)
 for coll in all_reduce reduce_scatter all_gather all_to_all broadcast; do
   for ranks in 2 4; do
     step "shardcast-bench $coll p2p x$ranks" "bench_p2p_${coll}_${ranks}.log" 60 \
