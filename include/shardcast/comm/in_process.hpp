@@ -100,6 +100,7 @@ struct in_process_group {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     int spins = 0;
+    bool spun_by_time = false;  // once per wait, after the pauses
     while (!ready()) {
       if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
       // No peer can change the channel before we unlock: a change after this load shows.
@@ -110,11 +111,11 @@ struct in_process_group {
         changed = ch.changes.load(std::memory_order_acquire) != seen;
         if (!changed) cpu_relax();
       }
-      if (!changed && spins == barrier_tuning::spin) {  // once per wait
-        ++spins;
-        changed = spin_until([&] { return ch.changes.load(std::memory_order_acquire) != seen || world->aborted.load(std::memory_order_relaxed); },
-                             world->spin_for) &&
-                  ch.changes.load(std::memory_order_acquire) != seen;
+      if (!changed && !spun_by_time) {
+        spun_by_time = true;
+        spin_until([&] { return ch.changes.load(std::memory_order_acquire) != seen || world->aborted.load(std::memory_order_relaxed); },
+                   world->spin_for);
+        changed = ch.changes.load(std::memory_order_acquire) != seen;
       }
       while (!changed && clock::now() - start < barrier_tuning::yield_for) {
         changed = ch.changes.load(std::memory_order_acquire) != seen;

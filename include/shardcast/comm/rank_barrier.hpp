@@ -78,19 +78,17 @@ inline std::chrono::nanoseconds spin_time(int nranks) {
   return std::chrono::microseconds{us};
 }
 
-/// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses);
-/// returns done().
+/// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses).
 template <class Done>
-bool spin_until(Done done, std::chrono::nanoseconds spin_for) {
-  if (spin_for.count() <= 0) return done();
+void spin_until(Done done, std::chrono::nanoseconds spin_for) {
+  if (spin_for.count() <= 0) return;
   const auto end = std::chrono::steady_clock::now() + spin_for;
-  while (true) {
+  do {
     for (int i = 0; i < 32; ++i) {
-      if (done()) return true;
+      if (done()) return;
       cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= end) return done();
-  }
+  } while (std::chrono::steady_clock::now() < end);
 }
 
 /// A reusable barrier of `size` threads.
