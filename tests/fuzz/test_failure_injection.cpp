@@ -168,3 +168,68 @@ TEST_CASE("send without a matching recv times out, or is reported by run when it
     CHECK(ce.load() == 0);
   }
 }
+
+// Broadcasts of at most SHARDCAST_HOST_EAGER_BYTES go through the group's queue: the root
+// returns at once and the others copy its data out when they call broadcast. A mismatch
+// must still end every rank with an error.
+TEST_CASE("small broadcasts that the ranks do not all make alike are reported") {
+  if (SHARDCAST_HOST_EAGER_BYTES < 8 * sizeof(int) || SHARDCAST_HOST_BCAST_DEPTH < 1) return;
+  {  // a rank skips a broadcast: the next collective finds the ranks' broadcast counts differ
+    std::atomic<int> ce{0};
+    const std::string w = run_case(3, [](sc::host::communicator& c) {
+      std::vector<int> b(4, c.rank());
+      if (c.rank() != 2) c.broadcast(b.data(), 4, 0);
+      int x = 1, y = 0;
+      c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+    }, ce);
+    CHECK(w.find("mismatched") != std::string::npos);
+    CHECK(w.find("after 1 small broadcasts") != std::string::npos);
+    CHECK(w.find("after 0 small broadcasts") != std::string::npos);
+    CHECK(ce.load() == 3);
+  }
+  {  // a rank waits for a broadcast while its root calls another collective
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> b(4, c.rank());
+      if (c.rank() == 0) {
+        int x = 1, y = 0;
+        c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+      } else {
+        c.broadcast(b.data(), 4, 0);
+      }
+    }, ce);
+    CHECK(w.find("mismatched") != std::string::npos);
+    CHECK(w.find("rank 0 went on to another collective") != std::string::npos);
+    CHECK(ce.load() == 2);
+  }
+  {  // different sizes: the root has returned; the other rank names both
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> b(8, c.rank());
+      c.broadcast(b.data(), c.rank() == 0 ? 4 : 5, 0);
+    }, ce);
+    CHECK(w.find("broadcast(count=5, int32, root=0)") != std::string::npos);
+    CHECK(w.find("broadcast(count=4, int32, root=0)") != std::string::npos);
+    CHECK(ce.load() == 1);
+  }
+  {  // different roots
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [](sc::host::communicator& c) {
+      std::vector<int> b(4, c.rank());
+      c.broadcast(b.data(), 4, c.rank());  // each rank thinks it is the root
+      c.barrier();
+    }, ce);
+    CHECK(w.find("mismatched") != std::string::npos);
+    CHECK(ce.load() >= 1);
+  }
+  {  // a broadcast nobody receives: run reports it once every rank has ended
+    std::atomic<int> ce{0};
+    const std::string w = run_case(3, [](sc::host::communicator& c) {
+      std::vector<int> b(4, c.rank());
+      if (c.rank() == 1) c.broadcast(b.data(), 4, 1);
+    }, ce);
+    CHECK(w.find("rank 1 broadcast 4 int32") != std::string::npos);
+    CHECK(w.find("which 2 rank(s) never received") != std::string::npos);
+    CHECK(ce.load() == 0);
+  }
+}

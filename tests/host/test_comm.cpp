@@ -394,3 +394,43 @@ TEST_CASE_TEMPLATE("host broadcasts in a row from changing roots, with buffers r
     });
   }
 }
+
+TEST_CASE_TEMPLATE("host small broadcasts run ahead of slow ranks, beyond the depth of the group's queue", T, float, std::int64_t) {
+  // Broadcasts of at most the eager limit go through a queue of SHARDCAST_HOST_BCAST_DEPTH
+  // entries: a root returns at once unless the entry it needs still holds a broadcast some
+  // rank has not taken. Runs of 4x the depth, roots changing every 7 broadcasts, a slow rank
+  // now and then (so that roots fill the queue and wait), an all_reduce every 23, and a
+  // split group running its own broadcasts in between.
+  constexpr std::size_t E = (SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 256) / sizeof(T);
+  constexpr int runs = 4 * (SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 4) + 5;
+  for (int n : {2, 3, 4}) {
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      const int r = c.rank();
+      auto half = c.split(r % 2, r);
+      std::mt19937 rng(777);  // the same sequence on every rank
+      for (int k = 0; k < runs; ++k) {
+        const std::size_t count = 1 + rng() % E;
+        const int root = (k / 7) % n;
+        const int slow = static_cast<int>(rng() % static_cast<unsigned>(n));
+        if (r == slow && k % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::vector<T> b(count);
+        for (std::size_t i = 0; i < count; ++i) b[i] = r == root ? input<T>(root, i + static_cast<std::size_t>(k)) : T{-7};
+        c.broadcast(b.data(), count, root);
+        const std::vector<T> got = b;
+        std::fill(b.begin(), b.end(), T{99});
+        for (std::size_t i = 0; i < count; ++i) REQUIRE(got[i] == input<T>(root, i + static_cast<std::size_t>(k)));
+        if (k % 11 == 3) {  // the sub-group's own broadcast, from its last rank
+          T v = half.rank() == half.size() - 1 ? static_cast<T>(1000 + k + r % 2) : T{-1};
+          half.broadcast(&v, 1, half.size() - 1);
+          REQUIRE(v == static_cast<T>(1000 + k + r % 2));
+        }
+        if (k % 23 == 22) {
+          T x = static_cast<T>(r + k), y{};
+          c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+          REQUIRE(y == static_cast<T>(n * (n - 1) / 2 + n * k));
+        }
+      }
+      c.barrier();
+    });
+  }
+}

@@ -5,7 +5,8 @@
 /// SHARDCAST_HOST_EAGER_BYTES per rank (256 unless defined; all_to_allv: when every rank's
 /// sends fit, in groups of up to 16) are eager instead: each rank copies its input into a
 /// buffer of its own, so the ranks meet once rather than twice. A send of at most that many
-/// bytes does not wait for its recv either: it leaves the message in the channel.
+/// bytes does not wait for its recv either: it leaves the message in the channel, and the
+/// root of a broadcast of that size leaves its data in the group's queue of broadcasts.
 /// It is the embedded default.
 ///
 /// @code
@@ -21,7 +22,8 @@
 /// waits longer than the timeout (options::timeout, or the environment variable
 /// SHARDCAST_TIMEOUT_MS; default 60 s) throws comm_error as a last resort. Ranks that
 /// call different collectives, or the same one with different sizes, all get a
-/// comm_error that names what each rank asked for.
+/// comm_error that names what each rank asked for (where a rank has returned before the
+/// others could compare, as the root of a small broadcast has, the others get it).
 
 #include <algorithm>
 #include <chrono>
@@ -58,6 +60,15 @@
 /// them, after which their owners may change them. 0 makes every collective direct.
 #ifndef SHARDCAST_HOST_EAGER_BYTES
 #define SHARDCAST_HOST_EAGER_BYTES 256
+#endif
+
+/// How many eager broadcasts a group queues: the root of a broadcast of at most
+/// SHARDCAST_HOST_EAGER_BYTES copies its data into the next entry of the group's queue and
+/// returns; the other ranks copy it out when they call broadcast. A root waits only when
+/// the entry it needs still holds the broadcast this many before, not yet taken by every
+/// rank.
+#ifndef SHARDCAST_HOST_BCAST_DEPTH
+#define SHARDCAST_HOST_BCAST_DEPTH 16
 #endif
 
 namespace shardcast::host {
@@ -158,6 +169,7 @@ struct alignas(64) slot {
   dtype type = dtype::f32;
   reduce_op op = reduce_op::sum;
   int root = 0;
+  std::uint64_t bcasts = 0;  ///< eager broadcasts this rank had called on the group before it
   std::size_t count = 0;
   const void* send = nullptr;
   void* recv = nullptr;
@@ -190,6 +202,20 @@ struct channel : shardcast::detail::channel_sync {
   alignas(64) std::byte eager[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
+/// One entry of a group's queue of eager broadcasts (see communicator::broadcast). Its
+/// root and readers change it with atomic operations; the mutex and condition variable are
+/// only for waiters that sleep.
+struct bcast_entry : shardcast::detail::channel_sync {
+  static constexpr std::uint64_t claimed = ~std::uint64_t{0};  ///< a root is writing it
+  alignas(64) std::atomic<std::uint64_t> ticket{0};  ///< 1 + the number of the broadcast it holds (0: none yet)
+  std::atomic<int> left{0};  ///< ranks that have yet to copy it out (0: free)
+  int root = 0;
+  std::uint64_t seq = 0;     ///< the root's other collectives on the group before it
+  std::size_t count = 0;
+  dtype type = dtype::f32;
+  alignas(64) std::byte data[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
+};
+
 /// One rank's part of a group. Collectives alternate between two slots (and two eager
 /// buffers) by the parity of their sequence number on this rank, so a rank may publish its
 /// next collective while a slower peer still reads what it published for this one: the
@@ -198,6 +224,8 @@ struct channel : shardcast::detail::channel_sync {
 struct alignas(64) rank_slots {
   slot s[2];
   alignas(64) std::uint64_t seq = 0;  ///< collectives this rank has started on the group (only it reads this)
+  std::uint64_t bcasts = 0;           ///< eager broadcasts this rank has called on the group (only it reads this)
+  std::atomic<std::uint64_t> started{0};  ///< `seq`, for peers waiting on this rank's eager broadcast
   alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
@@ -207,9 +235,11 @@ struct alignas(64) rank_slots {
 struct group_state : shardcast::detail::in_process_group {
   std::vector<rank_slots> ranks;
   std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
+  std::unique_ptr<bcast_entry[]> bq;  ///< the queue of eager broadcasts, SHARDCAST_HOST_BCAST_DEPTH entries
 
   group_state(std::shared_ptr<world_state> w, int n)
-      : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)) {
+      : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
+        bq(new bcast_entry[SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1]) {
     channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
     for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
   }
@@ -221,6 +251,14 @@ struct group_state : shardcast::detail::in_process_group {
         return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(ch.staged_count) + " " +
                to_string(ch.staged_type) + " to rank " + std::to_string(i % size) +
                " (a communicator of size " + std::to_string(size) + "), which never received them: a send without its recv";
+    }
+    for (int i = 0; i < SHARDCAST_HOST_BCAST_DEPTH; ++i) {
+      const bcast_entry& e = bq[static_cast<std::size_t>(i)];
+      const std::uint64_t t = e.ticket.load();
+      if (const int left = e.left.load(); left > 0 && t != bcast_entry::claimed)
+        return "shardcast::host: rank " + std::to_string(e.root) + " broadcast " + std::to_string(e.count) + " " + to_string(e.type) +
+               " (broadcast number " + std::to_string(t - 1) + " on a communicator of size " + std::to_string(size) + "), which " +
+               std::to_string(left) + " rank(s) never received: a broadcast that not every rank called";
     }
     return {};
   }
@@ -389,17 +427,19 @@ class communicator {
     g_->barrier("all_to_allv");
   }
 
+  /// A broadcast of at most SHARDCAST_HOST_EAGER_BYTES goes through the group's queue of
+  /// SHARDCAST_HOST_BCAST_DEPTH entries: the root copies its data into the queue and returns,
+  /// the others copy it out when they arrive (see queued_broadcast). Larger ones read the
+  /// root's buffer directly, and the ranks meet twice.
   template <element_type T>
   void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
     SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
                                                       " is outside the communicator of size " + std::to_string(size()));
-    publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
-    if (eager<T>(count)) {
-      if (rank_ == root) stage<T>(buf, count);
-      enter("broadcast");
-      if (rank_ != root) copy(buf, staged<T>(root), count);
+    if (SHARDCAST_HOST_BCAST_DEPTH > 0 && eager<T>(count) && g_) {
+      queued_broadcast(buf, count, root);
       return;
     }
+    publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
     enter("broadcast");
     if (rank_ != root)
       copy(buf, static_cast<const T*>(at(root).send), count,
@@ -523,11 +563,71 @@ class communicator {
   }
 
  private:
+  /// An eager broadcast through the group's queue: the root copies its data into the entry
+  /// of this broadcast's number and returns (waiting only while that entry still holds the
+  /// broadcast SHARDCAST_HOST_BCAST_DEPTH before it, not yet taken by every rank); the others
+  /// wait for the entry to hold this broadcast and copy it out. Each entry records its root,
+  /// size, type and the root's count of other collectives, which the others check; and every
+  /// other collective checks that all ranks have made as many eager broadcasts.
+  template <element_type T>
+  void queued_broadcast(T* buf, std::size_t count, int root) {
+    auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
+    const std::uint64_t t = me.bcasts++;
+    if (size() == 1) return;
+    constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
+    auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
+    const auto wait = [&](auto ready) {
+      if (ready()) return;
+      std::unique_lock lk(e.m);
+      g_->wait(e, lk, ready, "broadcast");
+    };
+    const auto mine = [&] {
+      return "broadcast(count=" + std::to_string(count) + ", " + to_string(dtype_of<T>::value) + ", root=" + std::to_string(root) + ")";
+    };
+    if (rank_ == root) {
+      // The entry is free once every rank has taken the broadcast `depth` before this one.
+      const std::uint64_t before = t >= depth ? t + 1 - depth : 0;
+      wait([&] { return e.left.load(std::memory_order_acquire) == 0 || e.ticket.load(std::memory_order_acquire) != before; });
+      std::uint64_t expected = before;
+      if (e.left.load(std::memory_order_acquire) != 0 || !e.ticket.compare_exchange_strong(expected, detail::bcast_entry::claimed, std::memory_order_acq_rel))
+        throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
+                         " as its broadcast number " + std::to_string(t) + " on the group, which another rank made as its root");
+      copy(reinterpret_cast<T*>(e.data), buf, count);
+      e.root = root;
+      e.seq = me.seq;
+      e.count = count;
+      e.type = dtype_of<T>::value;
+      e.left.store(size() - 1, std::memory_order_relaxed);
+      e.ticket.store(t + 1, std::memory_order_seq_cst);
+      e.notify_lock_free();
+      return;
+    }
+    // Wait for the broadcast, unless its root has gone on to a later collective without it.
+    const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
+    wait([&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.started.load(std::memory_order_acquire) > me.seq; });
+    if (e.ticket.load(std::memory_order_acquire) != t + 1)
+      throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
+                       " (its broadcast number " + std::to_string(t) + " on the group) after " + std::to_string(me.seq) +
+                       " other collectives, but rank " + std::to_string(root) + " went on to another collective");
+    const bool match = e.root == root && e.count == count && e.type == dtype_of<T>::value && e.seq == me.seq;
+    if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
+    const std::string theirs = match ? std::string() : "broadcast(count=" + std::to_string(e.count) + ", " + to_string(e.type) +
+                                                           ", root=" + std::to_string(e.root) + ") after " + std::to_string(e.seq) + " other collectives";
+    if (e.left.fetch_sub(1, std::memory_order_seq_cst) == 1) e.notify_lock_free();  // its next root may wait for it
+    if (!match)
+      throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() + " after " +
+                       std::to_string(me.seq) + " other collectives as its broadcast number " + std::to_string(t) +
+                       " on the group, which rank " + std::to_string(e.root) + " made as " + theirs);
+  }
+
   template <class T>
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
     if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
-    par_ = static_cast<int>(g_->ranks[static_cast<std::size_t>(rank_)].seq++ & 1u);
+    auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
+    par_ = static_cast<int>(me.seq++ & 1u);
+    if constexpr (SHARDCAST_HOST_BCAST_DEPTH > 0) me.started.store(me.seq, std::memory_order_release);
     auto& s = at(rank_);
+    s.bcasts = me.bcasts;
     s.kind = k;
     s.type = dtype_of<T>::value;
     s.count = count;
@@ -543,12 +643,14 @@ class communicator {
     const auto& s0 = at(0);
     for (int q = 1; q < size(); ++q) {
       const auto& s = at(q);
-      if (s.kind != s0.kind || s.type != s0.type || s.count != s0.count || s.op != s0.op || s.root != s0.root) {
+      if (s.kind != s0.kind || s.type != s0.type || s.count != s0.count || s.op != s0.op || s.root != s0.root || s.bcasts != s0.bcasts) {
         std::string msg = "shardcast::host: ranks called mismatched collectives:";
         for (int r = 0; r < size(); ++r) {
           const auto& t = at(r);
           msg += " rank " + std::to_string(r) + ": " + detail::to_string(t.kind) + "(count=" + std::to_string(t.count) + ", " +
-                 to_string(t.type) + ", " + shardcast::to_string(t.op) + ", root=" + std::to_string(t.root) + ");";
+                 to_string(t.type) + ", " + shardcast::to_string(t.op) + ", root=" + std::to_string(t.root) + ")";
+          if (s.bcasts != s0.bcasts) msg += " after " + std::to_string(t.bcasts) + " small broadcasts";
+          msg += ";";
         }
         g_->barrier(where);  // nobody leaves while others still read the slots
         throw comm_error(msg);

@@ -32,9 +32,20 @@ struct channel_sync {
   std::mutex m;
   std::condition_variable cv;
   std::atomic<std::uint32_t> changes{0};
+  std::atomic<int> sleepers{0};  ///< waiters in (or about to enter) cv's wait
   void notify() {
     changes.fetch_add(1, std::memory_order_acq_rel);
     cv.notify_all();
+  }
+  /// notify() for a change made with atomic operations (seq_cst), not under `m`: the
+  /// sleepers count tells whether a waiter may be between its last check and its sleep,
+  /// and taking `m` then makes the wake-up reach it.
+  void notify_lock_free() {
+    changes.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard g(m); }
+      cv.notify_all();
+    }
   }
 };
 
@@ -103,8 +114,11 @@ struct in_process_group {
     bool spun_by_time = false;  // once per wait, after the pauses
     while (!ready()) {
       if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-      // No peer can change the channel before we unlock: a change after this load shows.
+      // No peer can change the channel under its mutex before we unlock: a change after this
+      // load shows. A change made without the mutex (notify_lock_free) may have come between
+      // the check above and this load: check again.
       const std::uint32_t seen = ch.changes.load(std::memory_order_acquire);
+      if (ready()) break;
       lk.unlock();
       bool changed = false;
       for (; spins < barrier_tuning::spin && !changed; ++spins) {
@@ -129,7 +143,13 @@ struct in_process_group {
       if (world->aborted.load()) throw_aborted(where);
       const auto now = clock::now();
       if (now >= deadline) throw_timeout(where);
-      ch.cv.wait_for(lk, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+      // Announce the sleep, then check once more: a notify_lock_free whose change this check
+      // misses sees the announcement (both sides order through seq_cst), and its taking of
+      // the mutex waits until this thread sleeps.
+      ch.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (!ready()) ch.cv.wait_for(lk, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(5)));
+      ch.sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
   }
 
