@@ -66,7 +66,7 @@
 /// SHARDCAST_HOST_EAGER_BYTES copies its data into the next entry of the group's queue and
 /// returns; the other ranks copy it out when they call broadcast. A root waits only when
 /// the entry it needs still holds the broadcast this many before, not yet taken by every
-/// rank.
+/// rank. 0: no queue; small broadcasts read the root's buffer as larger ones do.
 #ifndef SHARDCAST_HOST_BCAST_DEPTH
 #define SHARDCAST_HOST_BCAST_DEPTH 16
 #endif
@@ -223,9 +223,10 @@ struct bcast_entry : shardcast::detail::channel_sync {
 /// rank must pass before it can publish into this slot again.
 struct alignas(64) rank_slots {
   slot s[2];
-  alignas(64) std::uint64_t seq = 0;  ///< collectives this rank has started on the group (only it reads this)
-  std::uint64_t bcasts = 0;           ///< eager broadcasts this rank has called on the group (only it reads this)
-  std::atomic<std::uint64_t> started{0};  ///< `seq`, for peers waiting on this rank's eager broadcast
+  /// Collectives this rank has started on the group, other than queued broadcasts. Only
+  /// this rank changes it; peers waiting for its queued broadcast read it.
+  alignas(64) std::atomic<std::uint64_t> seq{0};
+  std::uint64_t bcasts = 0;  ///< queued broadcasts this rank has called on the group (only it reads this)
   alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
@@ -573,6 +574,7 @@ class communicator {
   void queued_broadcast(T* buf, std::size_t count, int root) {
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t t = me.bcasts++;
+    const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
     if (size() == 1) return;
     constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
     auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
@@ -581,9 +583,10 @@ class communicator {
       std::unique_lock lk(e.m);
       g_->wait(e, lk, ready, "broadcast");
     };
-    const auto mine = [&] {
-      return "broadcast(count=" + std::to_string(count) + ", " + to_string(dtype_of<T>::value) + ", root=" + std::to_string(root) + ")";
+    const auto call = [](std::size_t n, dtype type, int r) {
+      return "broadcast(count=" + std::to_string(n) + ", " + to_string(type) + ", root=" + std::to_string(r) + ")";
     };
+    const auto mine = [&] { return call(count, dtype_of<T>::value, root); };
     if (rank_ == root) {
       // The entry is free once every rank has taken the broadcast `depth` before this one.
       const std::uint64_t before = t >= depth ? t + 1 - depth : 0;
@@ -594,7 +597,7 @@ class communicator {
                          " as its broadcast number " + std::to_string(t) + " on the group, which another rank made as its root");
       copy(reinterpret_cast<T*>(e.data), buf, count);
       e.root = root;
-      e.seq = me.seq;
+      e.seq = seq;
       e.count = count;
       e.type = dtype_of<T>::value;
       e.left.store(size() - 1, std::memory_order_relaxed);
@@ -604,19 +607,18 @@ class communicator {
     }
     // Wait for the broadcast, unless its root has gone on to a later collective without it.
     const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
-    wait([&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.started.load(std::memory_order_acquire) > me.seq; });
+    wait([&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; });
     if (e.ticket.load(std::memory_order_acquire) != t + 1)
       throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
-                       " (its broadcast number " + std::to_string(t) + " on the group) after " + std::to_string(me.seq) +
+                       " (its broadcast number " + std::to_string(t) + " on the group) after " + std::to_string(seq) +
                        " other collectives, but rank " + std::to_string(root) + " went on to another collective");
-    const bool match = e.root == root && e.count == count && e.type == dtype_of<T>::value && e.seq == me.seq;
+    const bool match = e.root == root && e.count == count && e.type == dtype_of<T>::value && e.seq == seq;
     if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
-    const std::string theirs = match ? std::string() : "broadcast(count=" + std::to_string(e.count) + ", " + to_string(e.type) +
-                                                           ", root=" + std::to_string(e.root) + ") after " + std::to_string(e.seq) + " other collectives";
+    const std::string theirs = match ? std::string() : call(e.count, e.type, e.root) + " after " + std::to_string(e.seq) + " other collectives";
     if (e.left.fetch_sub(1, std::memory_order_seq_cst) == 1) e.notify_lock_free();  // its next root may wait for it
     if (!match)
       throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() + " after " +
-                       std::to_string(me.seq) + " other collectives as its broadcast number " + std::to_string(t) +
+                       std::to_string(seq) + " other collectives as its broadcast number " + std::to_string(t) +
                        " on the group, which rank " + std::to_string(e.root) + " made as " + theirs);
   }
 
@@ -624,8 +626,9 @@ class communicator {
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
     if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
-    par_ = static_cast<int>(me.seq++ & 1u);
-    if constexpr (SHARDCAST_HOST_BCAST_DEPTH > 0) me.started.store(me.seq, std::memory_order_release);
+    const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
+    par_ = static_cast<int>(seq & 1u);
+    me.seq.store(seq + 1, std::memory_order_release);
     auto& s = at(rank_);
     s.bcasts = me.bcasts;
     s.kind = k;
