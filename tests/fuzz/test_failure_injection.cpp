@@ -7,6 +7,7 @@
 #include <shardcast/comm/host.hpp>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sc = shardcast;
@@ -167,6 +168,29 @@ TEST_CASE("send without a matching recv times out, or is reported by run when it
     CHECK(w.find("never received") != std::string::npos);
     CHECK(ce.load() == 0);
   }
+}
+
+TEST_CASE("a larger send that gives up is never read after it has thrown") {
+  // Rank 0 leaves a larger message for rank 1, which comes for it only after rank 2 has
+  // failed: rank 0's send throws (and its buffer is freed), and rank 1's receive must then
+  // throw rather than copy from that buffer (AddressSanitizer builds see such a read).
+  std::atomic<int> ce{0};
+  const std::string w = run_case(3, [](sc::host::communicator& c) {
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      throw injected("rank 2 fails");
+    }
+    if (c.rank() == 0) {
+      std::vector<int> buf(big, 5);
+      c.send(buf.data(), big, 1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::vector<int> buf(big, 0);
+      c.recv(buf.data(), big, 0);
+    }
+  }, ce);
+  CHECK(w.find("rank 2 fails") != std::string::npos);
+  CHECK(ce.load() == 2);
 }
 
 // Broadcasts of at most SHARDCAST_HOST_EAGER_BYTES go through the group's queue: the root

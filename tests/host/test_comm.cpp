@@ -1,6 +1,7 @@
 // Host backend collectives against a single-rank reference computed from every rank's input.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <numeric>
@@ -357,6 +358,36 @@ TEST_CASE("a small message sent before its recv is posted is taken from the chan
       CHECK(what.find("never received") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("small sends run ahead of their receives up to the channel's depth, and wait beyond it") {
+  if (SHARDCAST_HOST_EAGER_BYTES < sizeof(int)) return;  // every send waits for its receive
+  constexpr int depth = SHARDCAST_HOST_SEND_DEPTH;
+  std::atomic<int> returned{0};  // sends rank 0 has returned from
+  sc::host::run(2, [&](sc::host::communicator& c) {
+    if (c.rank() == 0) {
+      for (int m = 0; m <= depth; ++m) {  // one more than the channel holds
+        int v = 1000 + m;
+        c.send(&v, 1, 1);
+        v = -1;
+        returned.store(m + 1);
+      }
+    } else {
+      // Wait until the channel is full, then give the sender time to (wrongly) go on.
+      const auto t0 = std::chrono::steady_clock::now();
+      while (returned.load() < depth && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10)) std::this_thread::yield();
+      CHECK(returned.load() == depth);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      CHECK(returned.load() == depth);  // the send beyond the depth waits for a receive
+      for (int m = 0; m <= depth; ++m) {
+        int v = 0;
+        c.recv(&v, 1, 0);
+        CHECK(v == 1000 + m);
+      }
+    }
+    c.barrier();
+  });
+  CHECK(returned.load() == depth + 1);
 }
 
 TEST_CASE_TEMPLATE("host broadcasts in a row from changing roots, with buffers reused at once", T, float, std::int64_t) {

@@ -71,6 +71,15 @@
 #define SHARDCAST_HOST_BCAST_DEPTH 16
 #endif
 
+/// How many messages a point-to-point channel (one per ordered pair of ranks of a group)
+/// holds: a send of at most SHARDCAST_HOST_EAGER_BYTES returns once its message is in the
+/// channel, and waits only when the channel already holds this many not yet received.
+/// At least 1.
+#ifndef SHARDCAST_HOST_SEND_DEPTH
+#define SHARDCAST_HOST_SEND_DEPTH 8
+#endif
+static_assert(SHARDCAST_HOST_SEND_DEPTH >= 1, "SHARDCAST_HOST_SEND_DEPTH must be at least 1: a channel holds at least the message in flight");
+
 namespace shardcast::host {
 
 /// Options of host::run.
@@ -185,21 +194,47 @@ struct alignas(64) slot {
   std::size_t vsend[max_eager_v]{}, vrecv[max_eager_v]{};
 };
 
-/// A point-to-point channel from one rank to another. The sender copies straight into the
-/// receiver's posted buffer; a message of at most SHARDCAST_HOST_EAGER_BYTES whose receive
-/// is not posted yet is copied into the channel instead (one at a time), and the receive
-/// takes it from there.
-struct channel : shardcast::detail::channel_sync {
-  void* buf = nullptr;
+/// One message in a channel's ring: the data of a message of at most
+/// SHARDCAST_HOST_EAGER_BYTES, or the address of a larger one in its sender's memory, from
+/// which the receive copies it while the send waits. `turn` says whose the entry is (as in
+/// a bounded queue of sequence numbers): 2t, the sender's, to put message t in; 2t + 1, the
+/// receiver's, holding message t; after the receive, 2(t + depth). The receiver waits on
+/// the entry itself, and a short message lies in the same cache line as `turn`.
+struct p2p_entry {
+  /// States of a larger message. The receive moves `posted` to `taking` before it reads the
+  /// sender's buffer; a send that gives up (abort, timeout) moves `posted` to `withdrawn`,
+  /// and one that finds `taking` waits for `done` first, so its buffer is never read after
+  /// it has returned or thrown.
+  enum : int { posted = 1, taking = 2, done = 3, withdrawn = 4 };
+  alignas(64) std::atomic<std::uint64_t> turn{0};
   std::size_t count = 0;
   dtype type = dtype::f32;
-  bool posted = false, done = false, mismatch = false;
-  std::size_t sent_count = 0;  ///< on a mismatch: what the sender offered
-  dtype sent_type = dtype::f32;
-  bool staged = false;  ///< an eager message waits in `eager` for its receive
-  std::size_t staged_count = 0;
-  dtype staged_type = dtype::f32;
-  alignas(64) std::byte eager[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
+  bool large = false;  ///< false: the data is in `data`
+  alignas(16) std::byte data[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
+  const void* src = nullptr;  ///< a larger message: the sender's buffer
+  std::atomic<int> state{0};  ///< a larger message: posted, taking, done or withdrawn
+  bool mismatch = false;      ///< a larger message, once done: its receive asked for another size or type ...
+  std::size_t recv_count = 0; ///< ... namely this many
+  dtype recv_type = dtype::f32;
+};
+
+/// A point-to-point channel from one rank to another: a ring of SHARDCAST_HOST_SEND_DEPTH
+/// messages with one writer (the sender) and one reader (the receiver), changed with
+/// atomic operations only. A side that has to wait spins on the entry first; only then does
+/// it count itself in `waiters` and wait as every channel does (yield, then sleep on the
+/// condition variable), and only then does the other side notify it.
+struct channel : shardcast::detail::channel_sync {
+  channel() {
+    for (std::uint64_t i = 0; i < SHARDCAST_HOST_SEND_DEPTH; ++i) ring[i].turn.store(2 * i, std::memory_order_relaxed);
+  }
+  alignas(64) std::uint64_t sent = 0;   ///< messages the sender has put in the ring (only the sender's thread uses it)
+  alignas(64) std::uint64_t taken = 0;  ///< messages the receiver has taken (only the receiver's thread uses it)
+  alignas(64) std::atomic<int> waiters{0};
+  p2p_entry ring[SHARDCAST_HOST_SEND_DEPTH];
+  /// After a change a waiter may wait for (seq_cst): wakes it, if one has announced itself.
+  void wake() {
+    if (waiters.load(std::memory_order_seq_cst) > 0) notify_lock_free();
+  }
 };
 
 /// One entry of a group's queue of eager broadcasts (see communicator::broadcast). Its
@@ -227,6 +262,8 @@ struct alignas(64) rank_slots {
   /// this rank changes it; peers waiting for its queued broadcast read it.
   alignas(64) std::atomic<std::uint64_t> seq{0};
   std::uint64_t bcasts = 0;  ///< queued broadcasts this rank has called on the group (only it reads this)
+  int spin_misses = 0;       ///< point-to-point waits in a row whose spin by time ended without the change (at most 2; see wait_for)
+  unsigned spin_skips = 0;   ///< waits since, counted while spinning by time is off
   alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
@@ -248,10 +285,13 @@ struct group_state : shardcast::detail::in_process_group {
   std::string undelivered() const {
     for (int i = 0; i < size * size; ++i) {
       const channel& ch = *channels[static_cast<std::size_t>(i)];
-      if (ch.staged)
-        return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(ch.staged_count) + " " +
-               to_string(ch.staged_type) + " to rank " + std::to_string(i % size) +
-               " (a communicator of size " + std::to_string(size) + "), which never received them: a send without its recv";
+      // (Every rank has ended: their counts are final.)
+      if (ch.sent == ch.taken) continue;
+      const p2p_entry& e = ch.ring[ch.taken % SHARDCAST_HOST_SEND_DEPTH];
+      if (e.large) continue;  // a larger send waited for its receive, and ended with an error
+      return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(e.count) + " " + to_string(e.type) +
+             " to rank " + std::to_string(i % size) + " (a communicator of size " + std::to_string(size) +
+             "), which never received them: a send without its recv";
     }
     for (int i = 0; i < SHARDCAST_HOST_BCAST_DEPTH; ++i) {
       const bcast_entry& e = bq[static_cast<std::size_t>(i)];
@@ -448,85 +488,77 @@ class communicator {
     g_->barrier("broadcast");
   }
 
-  /// Blocking send; returns once `buf` may be reused. The data goes straight into the
-  /// buffer of `peer`'s posted recv, which the send waits for. A message of at most
-  /// SHARDCAST_HOST_EAGER_BYTES does not wait for the recv (eager, as MPI's shared-memory
-  /// transports send small messages): if the recv is not posted yet, the message is copied
-  /// into the channel, where the recv finds it. A channel holds one such message; the next
-  /// send to the same peer waits until it is received. Messages between two ranks arrive in
-  /// the order they were sent. A size or type mismatch throws comm_error on the receiving
-  /// rank (and on the sender too, when the recv was posted first); a message that is never
-  /// received makes run() throw comm_error.
+  /// Blocking send; returns once `buf` may be reused. Each channel (one per ordered pair of
+  /// ranks) is a ring of SHARDCAST_HOST_SEND_DEPTH messages, so messages between two ranks
+  /// arrive in the order they were sent. A message of at most SHARDCAST_HOST_EAGER_BYTES is
+  /// copied into the ring and the send returns (eager, as MPI's shared-memory transports send
+  /// small messages); it waits only when the ring is full. A larger one leaves its address
+  /// there, and the receive copies it straight out of `buf` (one copy) while the send waits.
+  /// A size or type mismatch throws comm_error on the receiving rank, and on the sender too
+  /// for a larger message; a message that is never received makes run() throw comm_error
+  /// (a larger one: its send times out).
   template <element_type T>
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "send");
     auto& ch = *g_->channels[static_cast<std::size_t>(rank_ * size() + peer)];
-    std::unique_lock lk(ch.m);
-    if (eager<T>(count)) {
-      g_->wait(ch, lk, [&] { return !ch.staged; }, "send");
-      if (!ch.posted || ch.done) {
-        copy(reinterpret_cast<T*>(ch.eager), buf, count);
-        ch.staged = true;
-        ch.staged_count = count;
-        ch.staged_type = dtype_of<T>::value;
-        lk.unlock();
-        ch.notify();
-        return;
-      }
+    const std::uint64_t t = ch.sent;
+    detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
+    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; }, "send");  // the entry is free
+    e.count = count;
+    e.type = dtype_of<T>::value;
+    const bool small = eager<T>(count);
+    e.large = !small;
+    if (small) {
+      copy(reinterpret_cast<T*>(e.data), buf, count);
     } else {
-      g_->wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
+      e.src = buf;
+      e.state.store(detail::p2p_entry::posted, std::memory_order_relaxed);
     }
-    if (ch.count != count || ch.type != dtype_of<T>::value) {
-      ch.mismatch = true;
-      ch.sent_count = count;
-      ch.sent_type = dtype_of<T>::value;
-      ch.done = true;
-      const std::string msg = "shardcast::host::send: rank " + std::to_string(rank_) + " sends " + std::to_string(count) + " " +
-                              to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
-                              std::to_string(ch.count) + " " + to_string(ch.type);
-      lk.unlock();
-      ch.notify();
-      throw comm_error(msg);
+    e.turn.store(2 * t + 1, std::memory_order_seq_cst);
+    ch.sent = t + 1;
+    ch.wake();
+    if (small) return;
+    try {
+      wait_for(ch, [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; }, "send");
+    } catch (...) {
+      int expected = detail::p2p_entry::posted;
+      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::withdrawn, std::memory_order_acq_rel))
+        while (e.state.load(std::memory_order_acquire) != detail::p2p_entry::done) std::this_thread::yield();  // the receive is copying from buf
+      throw;
     }
-    copy(static_cast<T*>(ch.buf), buf, count);
-    ch.done = true;
-    lk.unlock();
-    ch.notify();
+    if (e.mismatch)
+      throw comm_error("shardcast::host::send: rank " + std::to_string(rank_) + " sends " + std::to_string(count) + " " +
+                       to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
+                       std::to_string(e.recv_count) + " " + to_string(e.recv_type));
   }
 
+  /// Blocking receive of the next message from `peer` (see send).
   template <element_type T>
   void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "recv");
     auto& ch = *g_->channels[static_cast<std::size_t>(peer * size() + rank_)];
-    std::unique_lock lk(ch.m);
-    if (ch.staged) {  // an eager message, sent before this recv was posted
-      const std::size_t sent = ch.staged_count;
-      const dtype sent_type = ch.staged_type;
-      const bool match = sent == count && sent_type == dtype_of<T>::value;
-      if (match) copy(buf, reinterpret_cast<const T*>(ch.eager), count);
-      ch.staged = false;
-      lk.unlock();
-      ch.notify();  // the sender may wait to stage its next message
-      if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type);
-      return;
+    const std::uint64_t h = ch.taken;
+    detail::p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
+    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; }, "recv");
+    const std::size_t sent = e.count;
+    const dtype sent_type = e.type;
+    const bool match = sent == count && sent_type == dtype_of<T>::value;
+    if (!e.large) {
+      if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
+    } else {
+      int expected = detail::p2p_entry::posted;
+      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel))
+        g_->throw_aborted("recv");  // the send gave up (its run is aborting), and its buffer may be gone
+      if (match) copy(buf, static_cast<const T*>(e.src), count);
+      e.mismatch = !match;
+      e.recv_count = count;
+      e.recv_type = dtype_of<T>::value;
+      e.state.store(detail::p2p_entry::done, std::memory_order_seq_cst);
     }
-    ch.buf = buf;
-    ch.count = count;
-    ch.type = dtype_of<T>::value;
-    ch.posted = true;
-    ch.done = false;
-    ch.mismatch = false;
-    ch.notify();
-    try {
-      g_->wait(ch, lk, [&] { return ch.done; }, "recv");
-    } catch (...) {
-      ch.posted = false;
-      throw;
-    }
-    ch.posted = false;
-    const bool bad = ch.mismatch;
-    ch.done = false;
-    if (bad) throw recv_mismatch<T>(count, peer, ch.sent_count, ch.sent_type);
+    e.turn.store(2 * (h + SHARDCAST_HOST_SEND_DEPTH), std::memory_order_seq_cst);
+    ch.taken = h + 1;
+    ch.wake();  // the sender may wait for the entry, or for its larger message to be copied
+    if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type);
   }
 
   /// Every rank of the group meets once (with the check that all of them called barrier).
@@ -578,11 +610,7 @@ class communicator {
     if (size() == 1) return;
     constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
     auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
-    const auto wait = [&](auto ready) {
-      if (ready()) return;
-      std::unique_lock lk(e.m);
-      g_->wait(e, lk, ready, "broadcast");
-    };
+    const auto wait = [&](auto ready) { wait_on(e, ready, "broadcast"); };
     const auto call = [](std::size_t n, dtype type, int r) {
       return "broadcast(count=" + std::to_string(n) + ", " + to_string(type) + ", root=" + std::to_string(r) + ")";
     };
@@ -693,6 +721,52 @@ class communicator {
                       " " + to_string(sent_type));
   }
 
+  /// Returns once `ready()`; waits on `ch` as every wait does (spin, yield, sleep; comm_error
+  /// on abort or timeout), taking its mutex only when `ready()` is not true at once.
+  template <class Ready>
+  void wait_on(shardcast::detail::channel_sync& ch, Ready ready, const char* where) const {
+    if (ready()) return;
+    std::unique_lock lk(ch.m);
+    g_->wait(ch, lk, ready, where);
+  }
+
+  /// A channel's wait: spins on `ready()` (pauses, then by time as every wait does), and
+  /// only then counts itself among the channel's waiters, which the other side wakes, and
+  /// yields and sleeps (comm_error on abort or timeout). `ready()` loads are seq_cst: with
+  /// the announcement and the other side's change then load of `waiters`, either the
+  /// change is seen or the waiter is.
+  ///
+  /// Spinning by time pays only while the other side runs on another CPU. Threads that the
+  /// scheduler keeps on one CPU (as it may for a while after they start) would each spin
+  /// for the whole time while the other waits for the CPU: after two waits in a row whose
+  /// spin by time ended without the change, this rank stops spinning by time on the group
+  /// (it yields after the pauses, which hands the CPU over), and tries again every
+  /// 64th wait.
+  template <class Ready>
+  void wait_for(detail::channel& ch, Ready ready, const char* where) const {
+    for (int i = 0; i < shardcast::detail::barrier_tuning::spin; ++i) {
+      if (ready()) return;
+      shardcast::detail::cpu_relax();
+    }
+    auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
+    if (g_->world->spin_for.count() > 0 && (me.spin_misses < 2 || ++me.spin_skips % 64 == 0)) {
+      shardcast::detail::spin_until([&] { return ready() || g_->world->aborted.load(std::memory_order_relaxed); }, g_->world->spin_for);
+      if (ready()) {
+        me.spin_misses = 0;
+        return;
+      }
+      if (me.spin_misses < 2) ++me.spin_misses;
+    }
+    if (ready()) return;
+    ch.waiters.fetch_add(1, std::memory_order_seq_cst);
+    struct leave {
+      detail::channel& c;
+      ~leave() { c.waiters.fetch_sub(1, std::memory_order_relaxed); }
+    } guard{ch};
+    std::unique_lock lk(ch.m);
+    g_->wait(ch, lk, ready, where, true);
+  }
+
   void check_peer(int peer, const char* what) const {
     if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
@@ -739,8 +813,10 @@ class communicator {
   int par_ = 0;  ///< parity of the collective in progress: which slot and eager buffer it uses
 };
 
-/// Runs `f(comm)` on `nranks` threads, one communicator per thread. Rethrows the first
-/// exception after every thread has ended; peers of a failed rank get comm_error.
+/// Runs `f(comm)` on `nranks` threads, one communicator per thread (rank 0 on the calling
+/// thread). Rethrows the first exception after every thread has ended; peers of a failed
+/// rank get comm_error. When the process may run on at least `nranks` CPUs, each rank's
+/// thread starts on a different one of them and is then free to move (see spread_start).
 template <class F>
 void run(int nranks, F&& f, options opt = {}) {
   SHARDCAST_EXPECTS(nranks >= 1, "shardcast::host::run: nranks must be at least 1, got " + std::to_string(nranks));
@@ -750,7 +826,10 @@ void run(int nranks, F&& f, options opt = {}) {
   auto group = std::make_shared<detail::group_state>(world, nranks);
   std::exception_ptr first;
   std::mutex first_m;
+  // Ranks that may spin by time start on distinct CPUs (see spread_start).
+  const int cpu0 = world->spin_for.count() > 0 && nranks > 1 ? shardcast::detail::current_cpu() : -1;
   auto body = [&](int r) {
+    if (r > 0 && cpu0 >= 0) shardcast::detail::spread_start(r, cpu0);
     try {
       communicator c(group, r);
       f(c);

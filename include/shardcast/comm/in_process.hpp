@@ -105,13 +105,15 @@ struct in_process_group {
   /// Like the barrier, it first spins and then yields, both without the mutex, watching
   /// `ch.changes` (a peer that is about to arrive costs no sleep and wake-up, and finds the
   /// mutex free); then it sleeps on `ch.cv`.
+  /// `spun`: the caller has already spun (pauses and by time) watching `ready()` itself, so
+  /// the wait goes on with yielding.
   /// @throws comm_error on abort or timeout (with `lk` held, as on return).
   template <class Lock, class Pred>
-  void wait(channel_sync& ch, Lock& lk, Pred ready, const char* where) {
+  void wait(channel_sync& ch, Lock& lk, Pred ready, const char* where, bool spun = false) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    int spins = 0;
-    bool spun_by_time = false;  // once per wait, after the pauses
+    int spins = spun ? barrier_tuning::spin : 0;
+    bool spun_by_time = spun;  // once per wait, after the pauses
     while (!ready()) {
       if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
       // No peer can change the channel under its mutex before we unlock: a change after this

@@ -78,6 +78,43 @@ inline std::chrono::nanoseconds spin_time(int nranks) {
   return std::chrono::microseconds{us};
 }
 
+/// The CPU the calling thread runs on, or -1 where that cannot be told.
+inline int current_cpu() {
+#if defined(__linux__) && defined(CPU_COUNT)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+/// Moves the calling thread (rank `r` of a run whose rank 0 runs on CPU `cpu0`) to the
+/// r-th CPU after `cpu0` in the process's affinity mask, then gives it the whole mask
+/// back. Nothing stays bound: the scheduler may move the thread later. Threads that start
+/// on one CPU may stay there for milliseconds while another CPU is idle (the scheduler
+/// balances them periodically, and a waiter that spins or yields never sleeps, which would
+/// let a wake-up place it on an idle CPU); waiters that spin by time then spin against
+/// each other. Used only when the run has no more ranks than the mask has CPUs.
+inline void spread_start(int r, int cpu0) {
+#if defined(__linux__) && defined(CPU_COUNT)
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  if (cpu0 < 0 || sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu0, &all)) return;
+  int cpus[CPU_SETSIZE], n = 0, at = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) {
+      if (c == cpu0) at = n;
+      cpus[n++] = c;
+    }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpus[(at + r) % n], &one);
+  if (sched_setaffinity(0, sizeof one, &one) == 0) (void)sched_setaffinity(0, sizeof all, &all);
+#else
+  (void)r;
+  (void)cpu0;
+#endif
+}
+
 /// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses).
 template <class Done>
 void spin_until(Done done, std::chrono::nanoseconds spin_for) {
