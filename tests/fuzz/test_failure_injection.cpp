@@ -211,6 +211,18 @@ TEST_CASE("small broadcasts that the ranks do not all make alike are reported") 
     CHECK(w.find("after 0 small broadcasts") != std::string::npos);
     CHECK(ce.load() == 3);
   }
+  {  // a rank skips a broadcast and another passes another count: the message names both
+    std::atomic<int> ce{0};
+    const std::string w = run_case(3, [](sc::host::communicator& c) {
+      std::vector<int> b(4, c.rank());
+      if (c.rank() != 2) c.broadcast(b.data(), 4, 0);
+      int x[2] = {1, 1}, y[2] = {0, 0};
+      c.all_reduce(x, y, c.rank() == 1 ? 2 : 1, sc::reduce_op::sum);
+    }, ce);
+    CHECK(w.find("count=2") != std::string::npos);
+    CHECK(w.find("after 0 small broadcasts") != std::string::npos);
+    CHECK(ce.load() == 3);
+  }
   {  // a rank waits for a broadcast while its root calls another collective
     std::atomic<int> ce{0};
     const std::string w = run_case(2, [](sc::host::communicator& c) {

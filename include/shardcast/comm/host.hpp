@@ -676,11 +676,13 @@ class communicator {
       const auto& s = at(q);
       if (s.kind != s0.kind || s.type != s0.type || s.count != s0.count || s.op != s0.op || s.root != s0.root || s.bcasts != s0.bcasts) {
         std::string msg = "shardcast::host: ranks called mismatched collectives:";
+        bool bcasts_differ = false;  // then every rank's count of small broadcasts is named
+        for (int r = 1; r < size(); ++r) bcasts_differ = bcasts_differ || at(r).bcasts != s0.bcasts;
         for (int r = 0; r < size(); ++r) {
           const auto& t = at(r);
           msg += " rank " + std::to_string(r) + ": " + detail::to_string(t.kind) + "(count=" + std::to_string(t.count) + ", " +
                  to_string(t.type) + ", " + shardcast::to_string(t.op) + ", root=" + std::to_string(t.root) + ")";
-          if (s.bcasts != s0.bcasts) msg += " after " + std::to_string(t.bcasts) + " small broadcasts";
+          if (bcasts_differ) msg += " after " + std::to_string(t.bcasts) + " small broadcasts";
           msg += ";";
         }
         g_->barrier(where);  // nobody leaves while others still read the slots
