@@ -262,8 +262,6 @@ struct alignas(64) rank_slots {
   /// this rank changes it; peers waiting for its queued broadcast read it.
   alignas(64) std::atomic<std::uint64_t> seq{0};
   std::uint64_t bcasts = 0;  ///< queued broadcasts this rank has called on the group (only it reads this)
-  int spin_misses = 0;       ///< point-to-point waits in a row whose spin by time ended without the change (at most 2; see wait_for)
-  unsigned spin_skips = 0;   ///< waits since, counted while spinning by time is off
   alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
 
@@ -272,19 +270,33 @@ struct alignas(64) rank_slots {
 /// wakes the parked waiters of every group), and its slots and channels.
 struct group_state : shardcast::detail::in_process_group {
   std::vector<rank_slots> ranks;
-  std::vector<std::unique_ptr<channel>> channels;  // [src * size + dst]
+  /// [src * size + dst]; each made by the first of its two ranks to use it (see chan)
+  std::unique_ptr<std::atomic<channel*>[]> channels;
   std::unique_ptr<bcast_entry[]> bq;  ///< the queue of eager broadcasts, SHARDCAST_HOST_BCAST_DEPTH entries
 
   group_state(std::shared_ptr<world_state> w, int n)
       : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
+        channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]),
         bq(new bcast_entry[SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1]) {
-    channels.reserve(static_cast<std::size_t>(n) * static_cast<std::size_t>(n));
-    for (int i = 0; i < n * n; ++i) channels.push_back(std::make_unique<channel>());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n) * static_cast<std::size_t>(n); ++i) channels[i].store(nullptr, std::memory_order_relaxed);
+  }
+  /// Channel i (src * size + dst), made on first use: a channel holds a ring of messages
+  /// (about 2.8 KB), and most programs use few of the size^2 pairs. Its sender and its
+  /// receiver may both come first; one of them installs it.
+  channel& chan(std::size_t i) {
+    channel* c = channels[i].load(std::memory_order_acquire);
+    if (c) return *c;
+    auto* made = new channel;
+    if (channels[i].compare_exchange_strong(c, made, std::memory_order_acq_rel, std::memory_order_acquire)) return *made;
+    delete made;  // the other rank's came first
+    return *c;
   }
   /// A message that no receive took (an eager send without its recv), for run() to report.
   std::string undelivered() const {
     for (int i = 0; i < size * size; ++i) {
-      const channel& ch = *channels[static_cast<std::size_t>(i)];
+      const channel* c = channels[static_cast<std::size_t>(i)].load(std::memory_order_acquire);
+      if (!c) continue;
+      const channel& ch = *c;
       // (Every rank has ended: their counts are final.)
       if (ch.sent == ch.taken) continue;
       const p2p_entry& e = ch.ring[ch.taken % SHARDCAST_HOST_SEND_DEPTH];
@@ -308,6 +320,7 @@ struct group_state : shardcast::detail::in_process_group {
       std::lock_guard lk(world->m);
       if (world->undelivered.empty()) world->undelivered = std::move(u);
     }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(size) * static_cast<std::size_t>(size); ++i) delete channels[i].load(std::memory_order_acquire);
   }
 };
 
@@ -500,7 +513,7 @@ class communicator {
   template <element_type T>
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "send");
-    auto& ch = *g_->channels[static_cast<std::size_t>(rank_ * size() + peer)];
+    auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + peer));
     const std::uint64_t t = ch.sent;
     detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
     wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; }, "send");  // the entry is free
@@ -536,7 +549,7 @@ class communicator {
   template <element_type T>
   void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "recv");
-    auto& ch = *g_->channels[static_cast<std::size_t>(peer * size() + rank_)];
+    auto& ch = g_->chan(static_cast<std::size_t>(peer * size() + rank_));
     const std::uint64_t h = ch.taken;
     detail::p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
     wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; }, "recv");
@@ -737,27 +750,18 @@ class communicator {
   /// yields and sleeps (comm_error on abort or timeout). `ready()` loads are seq_cst: with
   /// the announcement and the other side's change then load of `waiters`, either the
   /// change is seen or the waiter is.
-  ///
-  /// Spinning by time pays only while the other side runs on another CPU. Threads that the
-  /// scheduler keeps on one CPU (as it may for a while after they start) would each spin
-  /// for the whole time while the other waits for the CPU: after two waits in a row whose
-  /// spin by time ended without the change, this rank stops spinning by time on the group
-  /// (it yields after the pauses, which hands the CPU over), and tries again every
-  /// 64th wait.
+  /// (Spinning by time follows spin_policy: off for a while after two vain spins.)
   template <class Ready>
   void wait_for(detail::channel& ch, Ready ready, const char* where) const {
     for (int i = 0; i < shardcast::detail::barrier_tuning::spin; ++i) {
       if (ready()) return;
       shardcast::detail::cpu_relax();
     }
-    auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
-    if (g_->world->spin_for.count() > 0 && (me.spin_misses < 2 || ++me.spin_skips % 64 == 0)) {
+    if (g_->world->spin_for.count() > 0 && shardcast::detail::spin_policy::spin_now()) {
       shardcast::detail::spin_until([&] { return ready() || g_->world->aborted.load(std::memory_order_relaxed); }, g_->world->spin_for);
-      if (ready()) {
-        me.spin_misses = 0;
-        return;
-      }
-      if (me.spin_misses < 2) ++me.spin_misses;
+      const bool seen = ready();
+      shardcast::detail::spin_policy::spun(seen);
+      if (seen) return;
     }
     if (ready()) return;
     ch.waiters.fetch_add(1, std::memory_order_seq_cst);

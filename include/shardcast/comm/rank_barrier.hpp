@@ -87,18 +87,19 @@ inline int current_cpu() {
 #endif
 }
 
-/// Moves the calling thread (rank `r` of a run whose rank 0 runs on CPU `cpu0`) to the
-/// r-th CPU after `cpu0` in the process's affinity mask, then gives it the whole mask
-/// back. Nothing stays bound: the scheduler may move the thread later. Threads that start
-/// on one CPU may stay there for milliseconds while another CPU is idle (the scheduler
-/// balances them periodically, and a waiter that spins or yields never sleeps, which would
-/// let a wake-up place it on an idle CPU); waiters that spin by time then spin against
-/// each other. Used only when the run has no more ranks than the mask has CPUs.
+/// Moves the calling thread to the r-th CPU after `cpu0` in its affinity mask, then gives
+/// it the whole mask back. Nothing stays bound: the scheduler may move the thread later.
+/// Threads that start on one CPU may stay there for milliseconds while another CPU is idle
+/// (the scheduler balances them periodically, and a waiter that spins or yields never
+/// sleeps, which would let a wake-up place it on an idle CPU); waiters that spin by time
+/// then spin against each other. host::run starts rank r (r > 0) with cpu0 = rank 0's CPU,
+/// when the run has no more ranks than the mask has CPUs; spin_policy moves a thread
+/// whose spins go in vain with r = 1.
 inline void spread_start(int r, int cpu0) {
 #if defined(__linux__) && defined(CPU_COUNT)
   cpu_set_t all;
   CPU_ZERO(&all);
-  if (cpu0 < 0 || sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu0, &all)) return;
+  if (cpu0 < 0 || sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu0, &all) || CPU_COUNT(&all) < 2) return;
   int cpus[CPU_SETSIZE], n = 0, at = 0;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &all)) {
@@ -114,6 +115,52 @@ inline void spread_start(int r, int cpu0) {
   (void)cpu0;
 #endif
 }
+
+/// Whether the calling thread's next wait spins by time. Spinning by time pays only while
+/// the thread waited for runs on another CPU. Threads that the scheduler keeps on one CPU
+/// (as it may for a while after they start, or after a wake-up) would each spin for the
+/// whole time while the other waits for the CPU: after two waits in a row whose spin by
+/// time ended without what they waited for, the thread stops spinning by time (it yields
+/// after the pauses, which hands the CPU over), and tries again every 64th wait. Kept per
+/// thread, since that is what the scheduler places.
+struct spin_policy {
+  static bool spin_now() {
+    thread_state& s = state();
+    return s.misses < 2 || ++s.skips % 64 == 0;
+  }
+  /// After a spin by time: did it see what it waited for? From the second vain spin in a
+  /// row on, the thread also moves itself to the next CPU of its affinity mask (and is
+  /// free to move again at once), since the thread it waits for may be on its own CPU;
+  /// at most once per `move_every`, since it may as well just be late.
+  static void spun(bool seen) {
+    thread_state& s = state();
+    if (seen) {
+      s.misses = 0;
+      return;
+    }
+    if (s.misses < 2) ++s.misses;
+    if (s.misses == 2) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - s.moved >= move_every) {
+        s.moved = now;
+        move_on();
+      }
+    }
+  }
+  static constexpr std::chrono::milliseconds move_every{20};
+
+ private:
+  static void move_on() { spread_start(1, current_cpu()); }
+  struct thread_state {
+    int misses = 0;
+    unsigned skips = 0;
+    std::chrono::steady_clock::time_point moved{};
+  };
+  static thread_state& state() {
+    thread_local thread_state s;
+    return s;
+  }
+};
 
 /// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses).
 template <class Done>
@@ -200,7 +247,10 @@ class rank_barrier {
     const auto deadline = start + timeout;
     // Spinning by time takes the first part of the yielding phase, so a waiter stays busy
     // for yield_for in all, as before, whether it spins or yields.
-    spin_until([&] { return passed(gen) || aborted.load(std::memory_order_relaxed); }, spin_for);
+    if (spin_for.count() > 0 && spin_policy::spin_now()) {
+      spin_until([&] { return passed(gen) || aborted.load(std::memory_order_relaxed); }, spin_for);
+      spin_policy::spun(passed(gen));
+    }
     while (clock::now() - start < barrier_tuning::yield_for) {
       if (passed(gen)) return outcome::passed;
       if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
