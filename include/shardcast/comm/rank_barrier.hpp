@@ -34,6 +34,14 @@
 #define SHARDCAST_HOST_SPIN_US 20
 #endif
 
+/// Whether the in-process backends may move a rank's thread to another CPU of its affinity
+/// mask (always giving the whole mask back at once): host::run starts each rank on its own
+/// CPU, and a thread whose spins by time go in vain moves on (see spin_policy). 0: never;
+/// threads stay where the scheduler puts them.
+#ifndef SHARDCAST_HOST_MOVE_THREADS
+#define SHARDCAST_HOST_MOVE_THREADS 1
+#endif
+
 namespace shardcast::detail {
 
 /// Pause instruction for spin-waiting (lets the sibling hyper-thread run).
@@ -96,7 +104,7 @@ inline int current_cpu() {
 /// when the run has no more ranks than the mask has CPUs; spin_policy moves a thread
 /// whose spins go in vain with r = 1.
 inline void spread_start(int r, int cpu0) {
-#if defined(__linux__) && defined(CPU_COUNT)
+#if defined(__linux__) && defined(CPU_COUNT) && SHARDCAST_HOST_MOVE_THREADS
   cpu_set_t all;
   CPU_ZERO(&all);
   if (cpu0 < 0 || sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(cpu0, &all) || CPU_COUNT(&all) < 2) return;
