@@ -36,6 +36,19 @@ T reference_reduce(int n, std::size_t i, sc::reduce_op op) {
   if (op == sc::reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(n));
   return acc;
 }
+
+// A broadcast of `count` elements from `root`, whose buffer holds input<T>(root, i + at)
+// (the others hold junk), checked on every rank against that reference; the buffer is
+// overwritten as soon as the call returns, as a caller may.
+template <class T>
+void broadcast_checked(sc::host::communicator& c, std::size_t count, int root, std::size_t at) {
+  std::vector<T> b(count);
+  for (std::size_t i = 0; i < count; ++i) b[i] = c.rank() == root ? input<T>(root, i + at) : T{-7};
+  c.broadcast(b.data(), count, root);
+  const std::vector<T> got = b;
+  std::fill(b.begin(), b.end(), T{99});
+  for (std::size_t i = 0; i < count; ++i) REQUIRE(got[i] == input<T>(root, i + at));
+}
 }  // namespace
 
 TEST_CASE_TEMPLATE("host all_reduce matches the reference for every op", T, float, double, std::int32_t, std::int64_t) {
@@ -413,12 +426,7 @@ TEST_CASE_TEMPLATE("host broadcasts in a row from changing roots, with buffers r
           c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
           REQUIRE(y == static_cast<T>(n * (n - 1) / 2 + n * round));
         } else {
-          std::vector<T> b(count);
-          for (std::size_t i = 0; i < count; ++i) b[i] = r == root ? input<T>(root, i + static_cast<std::size_t>(round)) : T{-7};
-          c.broadcast(b.data(), count, root);
-          const std::vector<T> got = b;
-          std::fill(b.begin(), b.end(), T{99});
-          for (std::size_t i = 0; i < count; ++i) REQUIRE(got[i] == input<T>(root, i + static_cast<std::size_t>(round)));
+          broadcast_checked<T>(c, count, root, static_cast<std::size_t>(round));
         }
       }
       c.barrier();
@@ -444,12 +452,7 @@ TEST_CASE_TEMPLATE("host small broadcasts run ahead of slow ranks, beyond the de
         const int root = (k / 7) % n;
         const int slow = static_cast<int>(rng() % static_cast<unsigned>(n));
         if (r == slow && k % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
-        std::vector<T> b(count);
-        for (std::size_t i = 0; i < count; ++i) b[i] = r == root ? input<T>(root, i + static_cast<std::size_t>(k)) : T{-7};
-        c.broadcast(b.data(), count, root);
-        const std::vector<T> got = b;
-        std::fill(b.begin(), b.end(), T{99});
-        for (std::size_t i = 0; i < count; ++i) REQUIRE(got[i] == input<T>(root, i + static_cast<std::size_t>(k)));
+        broadcast_checked<T>(c, count, root, static_cast<std::size_t>(k));
         if (k % 11 == 3) {  // the sub-group's own broadcast, from its last rank
           T v = half.rank() == half.size() - 1 ? static_cast<T>(1000 + k + r % 2) : T{-1};
           half.broadcast(&v, 1, half.size() - 1);

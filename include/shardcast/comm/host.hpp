@@ -276,10 +276,8 @@ struct group_state : shardcast::detail::in_process_group {
 
   group_state(std::shared_ptr<world_state> w, int n)
       : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
-        channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]),
-        bq(new bcast_entry[SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1]) {
-    for (std::size_t i = 0; i < static_cast<std::size_t>(n) * static_cast<std::size_t>(n); ++i) channels[i].store(nullptr, std::memory_order_relaxed);
-  }
+        channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]()),  // null: none made yet
+        bq(new bcast_entry[SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1]) {}
   /// Channel i (src * size + dst), made on first use: a channel holds a ring of messages
   /// (about 2.8 KB), and most programs use few of the size^2 pairs. Its sender and its
   /// receiver may both come first; one of them installs it.
@@ -623,7 +621,6 @@ class communicator {
     if (size() == 1) return;
     constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
     auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
-    const auto wait = [&](auto ready) { wait_on(e, ready, "broadcast"); };
     const auto call = [](std::size_t n, dtype type, int r) {
       return "broadcast(count=" + std::to_string(n) + ", " + to_string(type) + ", root=" + std::to_string(r) + ")";
     };
@@ -631,7 +628,7 @@ class communicator {
     if (rank_ == root) {
       // The entry is free once every rank has taken the broadcast `depth` before this one.
       const std::uint64_t before = t >= depth ? t + 1 - depth : 0;
-      wait([&] { return e.left.load(std::memory_order_acquire) == 0 || e.ticket.load(std::memory_order_acquire) != before; });
+      wait_on(e, [&] { return e.left.load(std::memory_order_acquire) == 0 || e.ticket.load(std::memory_order_acquire) != before; }, "broadcast");
       std::uint64_t expected = before;
       if (e.left.load(std::memory_order_acquire) != 0 || !e.ticket.compare_exchange_strong(expected, detail::bcast_entry::claimed, std::memory_order_acq_rel))
         throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
@@ -648,7 +645,7 @@ class communicator {
     }
     // Wait for the broadcast, unless its root has gone on to a later collective without it.
     const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
-    wait([&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; });
+    wait_on(e, [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; }, "broadcast");
     if (e.ticket.load(std::memory_order_acquire) != t + 1)
       throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
                        " (its broadcast number " + std::to_string(t) + " on the group) after " + std::to_string(seq) +
@@ -757,13 +754,7 @@ class communicator {
       if (ready()) return;
       shardcast::detail::cpu_relax();
     }
-    if (g_->world->spin_for.count() > 0 && shardcast::detail::spin_policy::spin_now()) {
-      shardcast::detail::spin_until([&] { return ready() || g_->world->aborted.load(std::memory_order_relaxed); }, g_->world->spin_for);
-      const bool seen = ready();
-      shardcast::detail::spin_policy::spun(seen);
-      if (seen) return;
-    }
-    if (ready()) return;
+    if (shardcast::detail::spin_until(ready, g_->world->spin_for, g_->world->aborted) || ready()) return;
     ch.waiters.fetch_add(1, std::memory_order_seq_cst);
     struct leave {
       detail::channel& c;

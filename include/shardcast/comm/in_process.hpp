@@ -129,11 +129,7 @@ struct in_process_group {
       }
       if (!changed && !spun_by_time) {
         spun_by_time = true;
-        if (world->spin_for.count() > 0 && spin_policy::spin_now()) {
-          spin_until([&] { return ch.changes.load(std::memory_order_acquire) != seen || world->aborted.load(std::memory_order_relaxed); },
-                     world->spin_for);
-          spin_policy::spun(ch.changes.load(std::memory_order_acquire) != seen);
-        }
+        spin_until([&] { return ch.changes.load(std::memory_order_acquire) != seen; }, world->spin_for, world->aborted);
         changed = ch.changes.load(std::memory_order_acquire) != seen;
       }
       while (!changed && clock::now() - start < barrier_tuning::yield_for) {

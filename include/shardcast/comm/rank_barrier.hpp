@@ -170,17 +170,22 @@ struct spin_policy {
   }
 };
 
-/// Spins until `done()` or `spin_for` has passed (reading the clock every 32 pauses).
+/// Spins by time, when `spin_for` is positive and spin_policy lets the calling thread:
+/// until `done()`, `aborted`, or `spin_for` has passed (reading the clock every 32 pauses).
+/// Then tells spin_policy whether the spin saw `done()`, and returns that (false when it
+/// did not spin).
 template <class Done>
-void spin_until(Done done, std::chrono::nanoseconds spin_for) {
-  if (spin_for.count() <= 0) return;
+bool spin_until(Done done, std::chrono::nanoseconds spin_for, const std::atomic<bool>& aborted) {
+  if (spin_for.count() <= 0 || !spin_policy::spin_now()) return false;
   const auto end = std::chrono::steady_clock::now() + spin_for;
-  do {
-    for (int i = 0; i < 32; ++i) {
-      if (done()) return;
-      cpu_relax();
-    }
-  } while (std::chrono::steady_clock::now() < end);
+  for (;;) {
+    int i = 0;
+    for (; i < 32 && !done() && !aborted.load(std::memory_order_relaxed); ++i) cpu_relax();
+    if (i < 32 || std::chrono::steady_clock::now() >= end) break;
+  }
+  const bool seen = done();
+  spin_policy::spun(seen);
+  return seen;
 }
 
 /// A reusable barrier of `size` threads.
@@ -255,10 +260,7 @@ class rank_barrier {
     const auto deadline = start + timeout;
     // Spinning by time takes the first part of the yielding phase, so a waiter stays busy
     // for yield_for in all, as before, whether it spins or yields.
-    if (spin_for.count() > 0 && spin_policy::spin_now()) {
-      spin_until([&] { return passed(gen) || aborted.load(std::memory_order_relaxed); }, spin_for);
-      spin_policy::spun(passed(gen));
-    }
+    spin_until([&] { return passed(gen); }, spin_for, aborted);
     while (clock::now() - start < barrier_tuning::yield_for) {
       if (passed(gen)) return outcome::passed;
       if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
