@@ -162,9 +162,12 @@ TEST_CASE("parked ranks still time out when a peer never arrives") {
   CHECK(o.comm_errors == 3);
 }
 
-TEST_CASE("waiters spin by time only when every rank has a CPU, and an abort ends the spin") {
+TEST_CASE("waiters spin by time only when every rank has a CPU, pause less before yielding when ranks outnumber CPUs, and an abort ends the spin") {
   const int cpus = sc::detail::available_cpus();
   CHECK(cpus >= 1);
+  CHECK(sc::detail::pause_count(1) == SHARDCAST_HOST_BARRIER_SPIN);
+  CHECK(sc::detail::pause_count(cpus) == SHARDCAST_HOST_BARRIER_SPIN);
+  CHECK(sc::detail::pause_count(cpus + 1) == SHARDCAST_HOST_OVERSUBSCRIBED_SPIN);
   setenv("SHARDCAST_HOST_SPIN_US", "7", 1);
   CHECK(sc::detail::spin_time(1) == 7us);
   CHECK(sc::detail::spin_time(cpus) == 7us);

@@ -750,7 +750,7 @@ class communicator {
   /// (Spinning by time follows spin_policy: off for a while after two vain spins.)
   template <class Ready>
   void wait_for(detail::channel& ch, Ready ready, const char* where) const {
-    for (int i = 0; i < shardcast::detail::barrier_tuning::spin; ++i) {
+    for (int i = 0; i < g_->world->pauses; ++i) {
       if (ready()) return;
       shardcast::detail::cpu_relax();
     }
@@ -820,6 +820,7 @@ void run(int nranks, F&& f, options opt = {}) {
   auto world = std::make_shared<detail::world_state>();
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
   world->spin_for = shardcast::detail::spin_time(nranks);
+  world->pauses = shardcast::detail::pause_count(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks);
   std::exception_ptr first;
   std::mutex first_m;

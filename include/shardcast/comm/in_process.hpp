@@ -57,6 +57,7 @@ struct in_process_world {
   std::string reason;
   std::chrono::milliseconds timeout{};
   std::chrono::nanoseconds spin_for{0};  ///< how long waiters spin by time (spin_time of the run's ranks)
+  int pauses = barrier_tuning::spin;     ///< how many times waiters pause first (pause_count of the run's ranks)
   std::vector<in_process_group*> groups;
   std::string undelivered;  ///< host: a message no recv took, found when its group ended
 
@@ -112,7 +113,8 @@ struct in_process_group {
   void wait(channel_sync& ch, Lock& lk, Pred ready, const char* where, bool spun = false) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    int spins = spun ? barrier_tuning::spin : 0;
+    const int pauses = world->pauses;
+    int spins = spun ? pauses : 0;
     bool spun_by_time = spun;  // once per wait, after the pauses
     while (!ready()) {
       if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
@@ -123,7 +125,7 @@ struct in_process_group {
       if (ready()) break;
       lk.unlock();
       bool changed = false;
-      for (; spins < barrier_tuning::spin && !changed; ++spins) {
+      for (; spins < pauses && !changed; ++spins) {
         changed = ch.changes.load(std::memory_order_acquire) != seen;
         if (!changed) cpu_relax();
       }
@@ -160,7 +162,7 @@ struct in_process_group {
   /// @throws comm_error if the world aborts or the timeout passes first.
   void barrier(const char* where) {
     if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
-    switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for)) {
+    switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for, world->pauses)) {
       case rank_barrier::outcome::passed: return;
       case rank_barrier::outcome::aborted: throw_aborted(where);
       case rank_barrier::outcome::timed_out: throw_timeout(where);

@@ -18,17 +18,25 @@
 #endif
 
 /// Barrier waiting policy of the in-process backends (host and p2p; see
-/// detail::rank_barrier): spins before yielding, and microseconds of yielding before parking.
+/// detail::rank_barrier): pauses before spinning by time or yielding (when the run has no
+/// more ranks than the process has CPUs), and microseconds of yielding before parking.
 #ifndef SHARDCAST_HOST_BARRIER_SPIN
 #define SHARDCAST_HOST_BARRIER_SPIN 64
+#endif
+/// The same count when the run has more ranks than the process has CPUs. Then the rank
+/// waited for often needs the waiter's CPU, and every pause before the yield is time it
+/// cannot run: with 4 ranks on 2 CPUs, a 64-byte all_reduce took 3.3 us with 64 pauses
+/// and 1.9-2.6 us with 4 (docs/bench.md, "Waiting with more ranks than CPUs").
+#ifndef SHARDCAST_HOST_OVERSUBSCRIBED_SPIN
+#define SHARDCAST_HOST_OVERSUBSCRIBED_SPIN 4
 #endif
 #ifndef SHARDCAST_HOST_BARRIER_YIELD_US
 #define SHARDCAST_HOST_BARRIER_YIELD_US 50
 #endif
 /// Microseconds a waiter keeps spinning (after the SHARDCAST_HOST_BARRIER_SPIN pauses)
 /// before it yields, when the run has no more ranks than the process has CPUs; with more
-/// ranks than CPUs it yields at once, since a spinning waiter would then keep the rank it
-/// waits for off its CPU. The environment variable SHARDCAST_HOST_SPIN_US overrides it (0:
+/// ranks than CPUs it yields after its SHARDCAST_HOST_OVERSUBSCRIBED_SPIN pauses, since a
+/// spinning waiter would then keep the rank it waits for off its CPU. The environment variable SHARDCAST_HOST_SPIN_US overrides it (0:
 /// never spin by time).
 #ifndef SHARDCAST_HOST_SPIN_US
 #define SHARDCAST_HOST_SPIN_US 20
@@ -58,6 +66,7 @@ inline void cpu_relax() {
 /// arrival, an abort, or the deadline).
 struct barrier_tuning {
   static constexpr int spin = SHARDCAST_HOST_BARRIER_SPIN;
+  static constexpr int spin_oversubscribed = SHARDCAST_HOST_OVERSUBSCRIBED_SPIN;
   static constexpr std::chrono::microseconds yield_for{SHARDCAST_HOST_BARRIER_YIELD_US};
 };
 
@@ -84,6 +93,13 @@ inline std::chrono::nanoseconds spin_time(int nranks) {
   }
   if (us <= 0 || nranks > available_cpus()) return std::chrono::nanoseconds{0};
   return std::chrono::microseconds{us};
+}
+
+/// How many times the waiters of a run of `nranks` threads pause before they spin by time
+/// or yield: barrier_tuning::spin, or barrier_tuning::spin_oversubscribed when the run has
+/// more ranks than the process has CPUs.
+inline int pause_count(int nranks) {
+  return nranks > available_cpus() ? barrier_tuning::spin_oversubscribed : barrier_tuning::spin;
 }
 
 /// The CPU the calling thread runs on, or -1 where that cannot be told.
@@ -214,9 +230,9 @@ class rank_barrier {
   /// Arrives and waits until every rank has arrived (passed), `aborted` becomes true
   /// (aborted), or `timeout` passes (timed_out). A rank that does not pass has withdrawn
   /// its arrival. The caller checks `aborted` before arriving, if it must.
-  /// Waiters spin by time for `spin_for` after the pauses of barrier_tuning::spin.
+  /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`.
   outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
-                          std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}) {
+                          std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin) {
     const std::uint64_t old = bar_.fetch_add(1, std::memory_order_acq_rel);
     const auto gen = static_cast<std::uint32_t>(old >> 32);
     if (static_cast<int>(old & 0xffffffffu) + 1 == size_) {
@@ -227,7 +243,7 @@ class rank_barrier {
       }
       return outcome::passed;
     }
-    return await(gen, aborted, timeout, spin_for);
+    return await(gen, aborted, timeout, spin_for, pauses);
   }
 
   /// Wakes every waiter parked here (call after setting the abort flag).
@@ -250,9 +266,10 @@ class rank_barrier {
   /// The barrier completed (passed), or this rank gives up: withdraw, then say why.
   outcome give_up(std::uint32_t gen, outcome why) { return withdraw(gen) ? why : outcome::passed; }
 
-  outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for) {
+  outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for,
+                int pauses) {
     using clock = std::chrono::steady_clock;
-    for (int i = 0; i < barrier_tuning::spin; ++i) {
+    for (int i = 0; i < pauses; ++i) {
       if (passed(gen)) return outcome::passed;
       cpu_relax();
     }
