@@ -302,9 +302,16 @@ int run_host(const bn::options& o) {
   // as an MPI run, hence the long timeout with --vs mpi.
   sc::host::options opt;
   if (o.vs == "mpi") opt.timeout = std::chrono::minutes(30);
+  // When every rank has a CPU of its own, each size starts with the ranks on the CPUs
+  // host::run started them on (rank 0 on this thread's): the others have waited, asleep,
+  // while rank 0 measured memcpy or ran the MPI baseline, and a wake-up may put two of them
+  // on one CPU, where the next size would measure two threads taking turns.
+  const int cpu0 = sc::detail::current_cpu();
+  const bool respread = o.ranks > 1 && o.ranks <= sc::detail::available_cpus();
   bn::with_dtype(o.type, [&]<class T>() {
     sc::host::run(o.ranks, [&](sc::host::communicator& comm) {
       for (std::size_t bytes : bn::sweep(o)) {
+        if (respread) sc::detail::spread_start(comm.rank(), cpu0);
         row r = run_size<T>(comm, o, bytes);
         if (comm.rank() == 0) {
           if (o.roofline) r.cpy1 = memcpy_bandwidth(r.k.bytes, o.iters);
