@@ -36,8 +36,8 @@
 /// Microseconds a waiter keeps spinning (after the SHARDCAST_HOST_BARRIER_SPIN pauses)
 /// before it yields, when the run has no more ranks than the process has CPUs; with more
 /// ranks than CPUs it yields after its SHARDCAST_HOST_OVERSUBSCRIBED_SPIN pauses, since a
-/// spinning waiter would then keep the rank it waits for off its CPU. The environment variable SHARDCAST_HOST_SPIN_US overrides it (0:
-/// never spin by time).
+/// spinning waiter would then keep the rank it waits for off its CPU. The environment
+/// variable SHARDCAST_HOST_SPIN_US overrides it (0: never spin by time).
 #ifndef SHARDCAST_HOST_SPIN_US
 #define SHARDCAST_HOST_SPIN_US 20
 #endif
