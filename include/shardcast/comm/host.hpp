@@ -812,8 +812,9 @@ class communicator {
 
 /// Runs `f(comm)` on `nranks` threads, one communicator per thread (rank 0 on the calling
 /// thread). Rethrows the first exception after every thread has ended; peers of a failed
-/// rank get comm_error. When the process may run on at least `nranks` CPUs, each rank's
-/// thread starts on a different one of them and is then free to move (see spread_start).
+/// rank get comm_error. Rank r's thread starts on the r-th CPU after the caller's in the
+/// process's affinity mask (round the mask when ranks outnumber CPUs, so that they start
+/// evenly spread) and is then free to move (see spread_start).
 template <class F>
 void run(int nranks, F&& f, options opt = {}) {
   SHARDCAST_EXPECTS(nranks >= 1, "shardcast::host::run: nranks must be at least 1, got " + std::to_string(nranks));
@@ -824,8 +825,8 @@ void run(int nranks, F&& f, options opt = {}) {
   auto group = std::make_shared<detail::group_state>(world, nranks);
   std::exception_ptr first;
   std::mutex first_m;
-  // Ranks that may spin by time start on distinct CPUs (see spread_start).
-  const int cpu0 = world->spin_for.count() > 0 && nranks > 1 ? shardcast::detail::current_cpu() : -1;
+  // Ranks start spread over the CPUs (see spread_start).
+  const int cpu0 = nranks > 1 ? shardcast::detail::current_cpu() : -1;
   auto body = [&](int r) {
     if (r > 0 && cpu0 >= 0) shardcast::detail::spread_start(r, cpu0);
     try {

@@ -116,9 +116,9 @@ inline int current_cpu() {
 /// Threads that start on one CPU may stay there for milliseconds while another CPU is idle
 /// (the scheduler balances them periodically, and a waiter that spins or yields never
 /// sleeps, which would let a wake-up place it on an idle CPU); waiters that spin by time
-/// then spin against each other. host::run starts rank r (r > 0) with cpu0 = rank 0's CPU,
-/// when the run has no more ranks than the mask has CPUs; spin_policy moves a thread
-/// whose spins go in vain with r = 1.
+/// then spin against each other; and more threads than CPUs may start unevenly spread and
+/// stay so for a hundred milliseconds. host::run starts rank r (r > 0) with cpu0 = rank
+/// 0's CPU; spin_policy moves a thread whose spins go in vain with r = 1.
 inline void spread_start(int r, int cpu0) {
 #if defined(__linux__) && defined(CPU_COUNT) && SHARDCAST_HOST_MOVE_THREADS
   cpu_set_t all;
