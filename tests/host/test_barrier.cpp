@@ -199,3 +199,26 @@ TEST_CASE("waiters spin by time only when every rank has a CPU, pause less befor
   }
   unsetenv("SHARDCAST_HOST_SPIN_US");
 }
+
+#if defined(__linux__) && defined(CPU_COUNT)
+TEST_CASE("host::run only starts ranks spread over the CPUs: every rank's thread may run on every CPU of the process's mask") {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  REQUIRE(sched_getaffinity(0, sizeof all, &all) == 0);
+  const int cpus = sc::detail::available_cpus();
+  for (int n : {1, 2, cpus, cpus + 1, 2 * cpus + 1}) {
+    std::atomic<int> bound{0};
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      cpu_set_t mine;
+      CPU_ZERO(&mine);
+      if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_EQUAL(&mine, &all)) bound.fetch_add(1);
+      c.barrier();
+    });
+    CHECK_MESSAGE(bound.load() == 0, n << " ranks: " << bound.load() << " left bound to fewer CPUs");
+    cpu_set_t after;  // the caller's thread (rank 0) too, after the run
+    CPU_ZERO(&after);
+    REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
+    CHECK(CPU_EQUAL(&after, &all));
+  }
+}
+#endif
