@@ -750,11 +750,9 @@ class communicator {
   /// (Spinning by time follows spin_policy: off for a while after two vain spins.)
   template <class Ready>
   void wait_for(detail::channel& ch, Ready ready, const char* where) const {
-    for (int i = 0; i < g_->world->pauses; ++i) {
-      if (ready()) return;
-      shardcast::detail::cpu_relax();
-    }
-    if (shardcast::detail::spin_until(ready, g_->world->spin_for, g_->world->aborted) || ready()) return;
+    if (shardcast::detail::pause_until(ready, g_->world->pauses) ||
+        shardcast::detail::spin_until(ready, g_->world->spin_for, g_->world->aborted) || ready())
+      return;
     ch.waiters.fetch_add(1, std::memory_order_seq_cst);
     struct leave {
       detail::channel& c;
@@ -820,8 +818,7 @@ void run(int nranks, F&& f, options opt = {}) {
   SHARDCAST_EXPECTS(nranks >= 1, "shardcast::host::run: nranks must be at least 1, got " + std::to_string(nranks));
   auto world = std::make_shared<detail::world_state>();
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
-  world->spin_for = shardcast::detail::spin_time(nranks);
-  world->pauses = shardcast::detail::pause_count(nranks);
+  world->set_waits(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks);
   std::exception_ptr first;
   std::mutex first_m;

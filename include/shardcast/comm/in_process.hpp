@@ -58,6 +58,11 @@ struct in_process_world {
   std::chrono::milliseconds timeout{};
   std::chrono::nanoseconds spin_for{0};  ///< how long waiters spin by time (spin_time of the run's ranks)
   int pauses = barrier_tuning::spin;     ///< how many times waiters pause first (pause_count of the run's ranks)
+  /// How the waiters of a run of `nranks` threads wait: spin_time and pause_count.
+  void set_waits(int nranks) {
+    spin_for = spin_time(nranks);
+    pauses = pause_count(nranks);
+  }
   std::vector<in_process_group*> groups;
   std::string undelivered;  ///< host: a message no recv took, found when its group ended
 

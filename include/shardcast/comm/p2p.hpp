@@ -425,8 +425,7 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   }
   auto world = std::make_shared<detail::world_state>();
   world->timeout = detail::timeout_or_default(o.timeout);
-  world->spin_for = shardcast::detail::spin_time(nranks);
-  world->pauses = shardcast::detail::pause_count(nranks);
+  world->set_waits(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks);
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   std::mutex m;

@@ -43,9 +43,10 @@
 #endif
 
 /// Whether the in-process backends may move a rank's thread to another CPU of its affinity
-/// mask (always giving the whole mask back at once): host::run starts each rank on its own
-/// CPU, and a thread whose spins by time go in vain moves on (see spin_policy). 0: never;
-/// threads stay where the scheduler puts them.
+/// mask (always giving the whole mask back at once): host::run starts the ranks spread over
+/// the CPUs (each on its own when they do not outnumber them), and a thread whose spins by
+/// time go in vain moves on (see spin_policy). 0: never; threads stay where the scheduler
+/// puts them.
 #ifndef SHARDCAST_HOST_MOVE_THREADS
 #define SHARDCAST_HOST_MOVE_THREADS 1
 #endif
@@ -186,6 +187,16 @@ struct spin_policy {
   }
 };
 
+/// Pauses up to `pauses` times until `done()`; returns whether it saw `done()`.
+template <class Done>
+bool pause_until(Done done, int pauses) {
+  for (int i = 0; i < pauses; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  return false;
+}
+
 /// Spins by time, when `spin_for` is positive and spin_policy lets the calling thread:
 /// until `done()`, `aborted`, or `spin_for` has passed (reading the clock every 32 pauses).
 /// Then tells spin_policy whether the spin saw `done()`, and returns that (false when it
@@ -269,10 +280,7 @@ class rank_barrier {
   outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for,
                 int pauses) {
     using clock = std::chrono::steady_clock;
-    for (int i = 0; i < pauses; ++i) {
-      if (passed(gen)) return outcome::passed;
-      cpu_relax();
-    }
+    if (pause_until([&] { return passed(gen); }, pauses)) return outcome::passed;
     const auto start = clock::now();
     const auto deadline = start + timeout;
     // Spinning by time takes the first part of the yielding phase, so a waiter stays busy
