@@ -10,8 +10,9 @@
 # every layout pair, 92 s under ASan; the planner's code still runs under both sanitizers
 # in every run-time redistribute of the host tests and the fuzzer, and under ASan+UBSan in
 # the `unit` planner tests).
-# fuzz_redistribute runs the first 2,500 (ASan) or 500 (TSan) of the 10,000 fixed-seed
-# cases of the ordinary build. The TSan build has only the tests that run host threads
+# fuzz_redistribute runs the first 2,500 (ASan) or 250 (TSan) of the 10,000 fixed-seed
+# cases of the ordinary build, fuzz_redistribute_wide the first 400 (ASan) or 25 (TSan) of
+# its 2,000 (under TSan, 100 wide cases took 218 s: meshes of up to 24 threads). The TSan build has only the tests that run host threads
 # against each other (tests/host, tests/fuzz, tests/overlap); the operator and layer tests
 # (labels `ops`, `nn`) do their local work on one thread per rank and reach the
 # communicator through the same collectives, and the `unit` tests are single-threaded
@@ -30,14 +31,14 @@ jobs="${SHARDCAST_JOBS:-2}"
 kinds=("$@"); [[ ${#kinds[@]} -eq 0 ]] && kinds=(asan tsan)
 for kind in "${kinds[@]}"; do
   case "$kind" in
-    asan) flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1"; opt=-O0; skip=""; cases=2500; targets=(all) ;;
-    tsan) flags="-fsanitize=thread -g1"; opt=-Og; skip="|unit|ops|nn"; cases=500; targets=(tests/host/all tests/fuzz/all tests/overlap/all) ;;
+    asan) flags="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g1"; opt=-O0; skip=""; cases=2500; wide=400; targets=(all) ;;
+    tsan) flags="-fsanitize=thread -g1"; opt=-Og; skip="|unit|ops|nn"; cases=250; wide=25; targets=(tests/host/all tests/fuzz/all tests/overlap/all) ;;
     *) echo "sanitize: unknown kind '$kind' (asan or tsan)"; exit 2 ;;
   esac
   dir="$root/build-$kind"
   cmake -G Ninja -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG= \
     -DSHARDCAST_ENABLE_CUDA=OFF -DSHARDCAST_ENABLE_MPI=OFF -DSHARDCAST_BUILD_BENCH=OFF -DSHARDCAST_BUILD_EXAMPLES=OFF -DSHARDCAST_TEST_SANITIZERS=OFF -DSHARDCAST_TEST_STATIC_PAIRS=OFF \
-    -DSHARDCAST_TEST_HEADERS=OFF -DSHARDCAST_FUZZ_CASES=$cases -DSHARDCAST_TEST_OPT=$opt -DSHARDCAST_TEST_OPT_RUNTIME=-Og \
+    -DSHARDCAST_TEST_HEADERS=OFF -DSHARDCAST_FUZZ_CASES=$cases -DSHARDCAST_FUZZ_WIDE_CASES=$wide -DSHARDCAST_TEST_OPT=$opt -DSHARDCAST_TEST_OPT_RUNTIME=-Og \
     -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \

@@ -123,9 +123,13 @@ std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::
 }
 
 /// distribute(src) -> redistribute(dst) -> compare; also checks the input is unchanged.
+/// With `calls` > 1 it redistributes that many inputs in all, each from other global
+/// values, while the first result lives (the later calls run on the plan, geometry and
+/// staging the first one cached), checks each result, and then the first one again: no
+/// later call may write into an earlier result.
 template <class T, std::size_t R, class Mesh>
 std::string differential_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst, const std::array<std::int64_t, R>& ext,
-                              typename Mesh::stream_type s = {}) {
+                              typename Mesh::stream_type s = {}, int calls = 1) {
   std::int64_t n = 1;
   for (auto v : ext) n *= v;
   const std::vector<T> g = make_global<T>(n);
@@ -135,6 +139,16 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
   auto y = redistribute(x, dst, s);
   std::string err = check_against_reference(y, g, s);
   if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ": " + err;
+  for (int c = 1; c < calls; ++c) {
+    const std::vector<T> gc = make_global<T>(n, c);
+    auto again = redistribute(distribute(m, src, gc, ext, s), dst, s);
+    err = check_against_reference(again, gc, s);
+    if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ", call " + std::to_string(c + 1) + ": " + err;
+  }
+  if (calls > 1) {
+    err = check_against_reference(y, g, s);
+    if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ", first result after later calls: " + err;
+  }
   std::vector<T> after(x.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(after.data(), x.data(), after.size(), s);
   if (after != before) return to_string(src) + " -> " + to_string(dst) + ": redistribute modified its input";
