@@ -7,6 +7,7 @@
 //   - redistribute<To>(x), run through a counting communicator, makes exactly that many
 //     collectives on every rank, and the busiest rank sends what the plan predicts;
 //   - the result matches the single-rank reference.
+// The same checks for a few pairs on 5- to 8-axis meshes.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -176,6 +177,25 @@ TEST_CASE("P(sum),R -> S(0),R: one reduce_scatter on 2x2; reduce_scatter on a sl
   // What ran: one collective per collective step, on every rank.
   for (long c : o2.calls) CHECK(c == 1);
   for (long c : o4.calls) CHECK(c == 2);
+}
+
+// 5 and 6 axes, several of them larger than 1: a static plan made for the canonical
+// meshes (axes of size 4 and 2) is chosen on the real mesh only where it is optimal there,
+// else the run-time plan runs; each result matches the reference.
+TEST_CASE("static redistribute on 5- and 6-axis meshes with several axes larger than 1") {
+  using namespace sc;
+  tally t;
+  check_pair<layout<shard<0>, partial<sum>, replicate, shard<1>, shard<0>>, layout<replicate, shard<1>, shard<0>, partial<sum>, replicate>>(
+      std::array<int, 5>{2, 3, 1, 2, 2}, {12, 10}, t);
+  check_pair<layout<replicate, shard<1>, shard<0>, replicate, shard<0>>, layout<shard<1>, shard<0>, replicate, shard<0>, shard<1>>>(
+      std::array<int, 5>{2, 2, 2, 1, 3}, {7, 13}, t);
+  check_pair<layout<partial<max>, partial<max>, shard<0>, replicate, shard<1>, partial<max>>,
+             layout<shard<0>, replicate, shard<1>, shard<0>, replicate, replicate>>(std::array<int, 6>{2, 2, 1, 2, 1, 3}, {9, 16}, t);
+  check_pair<layout<shard<1>, shard<0>, replicate, shard<1>, replicate, shard<0>>,
+             layout<replicate, replicate, shard<0>, shard<0>, shard<1>, replicate>>(std::array<int, 6>{1, 2, 2, 2, 2, 1}, {5, 0}, t);
+  CHECK(t.cases == 4);
+  MESSAGE("5/6-axis static pairs: " << t.first << " ran the first compile-time plan, " << t.second << " the second, " << t.runtime
+                                    << " the run-time plan");
 }
 
 // Static plans for meshes of up to SHARDCAST_MAX_AXES axes are searched by constexpr
