@@ -307,7 +307,7 @@ int run_host(const bn::options& o) {
   // while rank 0 measured memcpy or ran the MPI baseline, and a wake-up may put two of them
   // on one CPU, where the next size would measure two threads taking turns.
   const int cpu0 = sc::detail::current_cpu();
-  const bool respread = o.ranks > 1 && o.ranks <= sc::detail::available_cpus();
+  const bool respread = o.ranks > 1 && !sc::detail::ranks_outnumber_cpus(o.ranks);
   bn::with_dtype(o.type, [&]<class T>() {
     sc::host::run(o.ranks, [&](sc::host::communicator& comm) {
       for (std::size_t bytes : bn::sweep(o)) {

@@ -82,6 +82,10 @@ inline int available_cpus() {
   return n ? static_cast<int>(n) : 1;
 }
 
+/// Whether a run of `nranks` threads has more ranks than the process has CPUs (its
+/// affinity mask): then the rank a waiter waits for often needs the waiter's CPU.
+inline bool ranks_outnumber_cpus(int nranks) { return nranks > available_cpus(); }
+
 /// How long the waiters of a run of `nranks` threads spin by time before yielding:
 /// SHARDCAST_HOST_SPIN_US (or the environment variable of that name) when every rank can
 /// have a CPU of its own, else 0.
@@ -92,7 +96,7 @@ inline std::chrono::nanoseconds spin_time(int nranks) {
     const long v = std::strtol(e, &end, 10);
     if (end != e && v >= 0) us = v;
   }
-  if (us <= 0 || nranks > available_cpus()) return std::chrono::nanoseconds{0};
+  if (us <= 0 || ranks_outnumber_cpus(nranks)) return std::chrono::nanoseconds{0};
   return std::chrono::microseconds{us};
 }
 
@@ -100,7 +104,7 @@ inline std::chrono::nanoseconds spin_time(int nranks) {
 /// or yield: barrier_tuning::spin, or barrier_tuning::spin_oversubscribed when the run has
 /// more ranks than the process has CPUs.
 inline int pause_count(int nranks) {
-  return nranks > available_cpus() ? barrier_tuning::spin_oversubscribed : barrier_tuning::spin;
+  return ranks_outnumber_cpus(nranks) ? barrier_tuning::spin_oversubscribed : barrier_tuning::spin;
 }
 
 /// The CPU the calling thread runs on, or -1 where that cannot be told.
