@@ -12,12 +12,12 @@
 # the `unit` planner tests).
 # fuzz_redistribute runs the first 2,500 (ASan) or 250 (TSan) of the 10,000 fixed-seed
 # cases of the ordinary build, fuzz_redistribute_wide the first 400 (ASan) or 25 (TSan) of
-# its 2,000 (under TSan, 100 wide cases took 218 s: meshes of up to 24 threads). The TSan
-# build has only the tests that run host threads against each other (tests/host,
-# tests/fuzz, tests/overlap); the operator and layer tests (labels `ops`, `nn`) do their
-# local work on one thread per rank and reach the communicator through the same
-# collectives, and the `unit` tests are single-threaded computation: the ASan+UBSan run
-# covers them.
+# its 2,000 (under TSan, 100 wide cases took 218 s on the 2-core VM, 2026-12-05: meshes
+# of up to 24 threads). The TSan build has only the tests that run host threads against
+# each other (tests/host, tests/fuzz, tests/overlap); the operator and layer tests (labels
+# `ops`, `nn`) do their local work on one thread per rank and reach the communicator
+# through the same collectives, and the `unit` tests are single-threaded computation: the
+# ASan+UBSan run covers them.
 # Optimisation: these builds are compile-bound. The tests whose run time is their own
 # computation (SHARDCAST_TEST_OPT_RUNTIME, see tests/CMakeLists.txt) compile at -Og; the
 # others at -O0 under ASan+UBSan and -Og under TSan. Against -Og for all, -O0 cut the ASan
