@@ -1,13 +1,18 @@
-// matmul: the per-axis rule table (checked at compile time) and differential tests
-// against a single-rank global GEMM, including uneven shards and empty pieces.
+// matmul: the per-axis rule table (checked at compile time, and at run time for dynamic
+// layouts) and differential tests against a single-rank global GEMM, including uneven
+// shards, empty pieces, and dynamic layouts on meshes of up to 6 axes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <mutex>
+#include <random>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "op_testing.hpp"
 
 namespace sc = shardcast;
 
@@ -165,4 +170,178 @@ TEST_CASE("matmul: a custom local GEMM hook is used") {
     CHECK(sc::to_global(c) == ref_gemm(ints<int>(6, 0), ints<int>(6, 2), 2, 3, 2));
   });
   CHECK(calls == 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// Dynamic layouts: the same table applied at run time.
+// ---------------------------------------------------------------------------------------
+namespace {
+using pd = sc::placement_desc;
+
+/// The test's own table: C's placement on an axis for (A, B), or false when illegal.
+bool table_pair(const pd& a, const pd& b, pd& c) {
+  const pd r = pd::make_replicate(), s0 = pd::make_shard(0), s1 = pd::make_shard(1), p = pd::make_partial(sc::reduce_op::sum);
+  if (a == s0 && b == r) return c = s0, true;
+  if (a == r && b == s1) return c = s1, true;
+  if (a == s1 && b == s0) return c = p, true;
+  if (a == r && b == r) return c = r, true;
+  if (a == p && b == r) return c = p, true;
+  if (a == r && b == p) return c = p, true;
+  return false;
+}
+
+/// C's layout by the table, or the first illegal axis (-1 when legal).
+int table_layout(const sc::runtime_layout& a, const sc::runtime_layout& b, sc::runtime_layout& c) {
+  c.naxes = a.naxes;
+  for (int i = 0; i < a.naxes; ++i)
+    if (!table_pair(a[i], b[i], c[i])) return i;
+  return -1;
+}
+
+/// matmul of dynamic-layout A and B (partial terms that differ from rank to rank) against
+/// the global GEMM, or the layout_error an illegal pair must throw. "" when all is well.
+template <class Mesh>
+std::string dynamic_case(const Mesh& mesh, const sc::runtime_layout& la, const sc::runtime_layout& lb, std::int64_t m, std::int64_t k,
+                         std::int64_t n) {
+  const auto ga = ints<std::int64_t>(m * k, 1), gb = ints<std::int64_t>(k * n, 4);
+  auto a = optest::make_terms(mesh, la, ga, std::array<std::int64_t, 2>{m, k});
+  auto b = optest::make_terms(mesh, lb, gb, std::array<std::int64_t, 2>{k, n});
+  const auto a_before = optest::local_copy(a), b_before = optest::local_copy(b);
+  sc::runtime_layout want;
+  const int bad_axis = table_layout(la, lb, want);
+  const std::string what = "A " + sc::to_string(la) + ", B " + sc::to_string(lb) + ", " + std::to_string(m) + "x" + std::to_string(k) +
+                           "x" + std::to_string(n) + ": ";
+  if (bad_axis >= 0) {
+    try {
+      (void)sc::matmul(a, b);
+    } catch (const sc::layout_error& e) {
+      const std::string msg = e.what();
+      const std::string axis = "on mesh axis " + std::to_string(bad_axis) + " A is " + sc::to_string(la[bad_axis]) + " and B is " +
+                               sc::to_string(lb[bad_axis]);
+      return msg.find(axis) == std::string::npos ? what + "the message does not say \"" + axis + "\": " + msg : "";
+    }
+    return what + "an illegal pair did not throw";
+  }
+  auto c = sc::matmul(a, b);
+  static_assert(std::is_same_v<typename decltype(c)::layout_type, sc::dynamic_layout>);
+  if (!(c.layout() == want)) return what + "C's layout is " + sc::to_string(c.layout()) + ", the table says " + sc::to_string(want);
+  if (optest::local_copy(a) != a_before || optest::local_copy(b) != b_before) return what + "an input changed";
+  const std::string diff = optest::compare_global(c, ref_gemm(ga, gb, m, k, n));
+  return diff.empty() ? "" : what + diff;
+}
+
+template <int N>
+void dynamic_sweep(std::array<int, N> shape, const std::vector<sc::runtime_layout>& ls) {
+  INFO("mesh " << optest::shape_name<N>(shape));
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  optest::failures bad;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, shape);
+    for (const auto& la : ls)
+      for (const auto& lb : ls) {
+        bad.add(comm.rank(), dynamic_case(mesh, la, lb, 5, 7, 3));
+        bad.add(comm.rank(), dynamic_case(mesh, la, lb, 2, 1, 2));  // pieces of extent 0 on some ranks
+      }
+  });
+  bad.report();
+}
+}  // namespace
+
+TEST_CASE("matmul's run-time rule gives the table's placement, or refuses, for every placement pair") {
+  const auto ps = optest::placements(3, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max, sc::reduce_op::min, sc::reduce_op::prod});
+  for (const auto& a : ps)
+    for (const auto& b : ps) {
+      INFO(sc::to_string(a) << ", " << sc::to_string(b));
+      pd want{};
+      const bool legal = table_pair(a, b, want);
+      const auto r = sc::detail::matmul_axis_rule(a, b);
+      CHECK((r.err == sc::detail::op_rule::ok) == legal);
+      if (legal) CHECK(r.out == want);
+    }
+}
+
+TEST_CASE("matmul on dynamic layouts: every pair of layouts from R, S(0), S(1), P(sum), P(max) on 2x2, 3x1 and 1x3 meshes") {
+  const auto ls = optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::max}), 2);
+  dynamic_sweep<2>({2, 2}, ls);
+  dynamic_sweep<2>({3, 1}, ls);
+  dynamic_sweep<2>({1, 3}, ls);
+  dynamic_sweep<1>({3}, optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::max}), 1));
+}
+
+TEST_CASE("matmul with one dynamic and one compile-time operand") {
+  optest::failures bad;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    const auto ga = ints<std::int64_t>(5 * 7, 1), gb = ints<std::int64_t>(7 * 3, 4);
+    const auto ref = ref_gemm(ga, gb, 5, 7, 3);
+    auto sa = sc::distribute<sc::layout<S1, S0>>(mesh, ga, std::array<std::int64_t, 2>{5, 7});
+    auto da = sc::distribute(mesh, sc::runtime_layout::parse("S(1),S(0)"), ga, std::array<std::int64_t, 2>{5, 7});
+    auto sb = sc::distribute<sc::layout<S0, R>>(mesh, gb, std::array<std::int64_t, 2>{7, 3});
+    auto db = sc::distribute(mesh, sc::runtime_layout::parse("S(0),R"), gb, std::array<std::int64_t, 2>{7, 3});
+    auto c1 = sc::matmul(sa, db);
+    auto c2 = sc::matmul(da, sb);
+    static_assert(std::is_same_v<typename decltype(c1)::layout_type, sc::dynamic_layout>);
+    static_assert(std::is_same_v<typename decltype(c2)::layout_type, sc::dynamic_layout>);
+    for (const auto* c : {&c1, &c2}) {
+      if (!(c->layout() == sc::runtime_layout::parse("P(sum),S(0)"))) bad.add(comm.rank(), "layout " + sc::to_string(c->layout()));
+      bad.add(comm.rank(), optest::compare_global(*c, ref));
+    }
+    auto wrong = sc::distribute(mesh, sc::runtime_layout::parse("R,S(0)"), gb, std::array<std::int64_t, 2>{7, 3});
+    try {
+      (void)sc::matmul(sa, wrong);
+      bad.add(comm.rank(), "S(1),S(0) x R,S(0) did not throw");
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("on mesh axis 0 A is S(1) and B is R") == std::string::npos) bad.add(comm.rank(), e.what());
+    }
+  });
+  bad.report();
+}
+
+// Meshes of up to 6 axes and 24 ranks (sizes 1 to 4, shuffled), random legal pairs on
+// every axis: nested shards of m, k and n over several axes, partial sums over several.
+TEST_CASE("matmul on dynamic layouts over random meshes of 1 to 6 axes") {
+  std::mt19937_64 g(20261205);
+  const pd r = pd::make_replicate(), s0 = pd::make_shard(0), s1 = pd::make_shard(1), p = pd::make_partial(sc::reduce_op::sum);
+  const pd pairs[6][2] = {{s0, r}, {r, s1}, {s1, s0}, {r, r}, {p, r}, {r, p}};
+  const std::int64_t exts[] = {0, 1, 2, 3, 5, 7, 11};
+  auto batch = [&]<int N>() {
+    std::array<int, N> shape{};
+    int nranks = 1;
+    for (auto& s : shape) {
+      s = 1 + static_cast<int>(g() % 4);
+      while (nranks * s > 24) --s;
+      nranks *= s;
+    }
+    std::shuffle(shape.begin(), shape.end(), g);
+    struct spec {
+      sc::runtime_layout a, b;
+      std::int64_t m, k, n;
+    };
+    std::vector<spec> cases(8);
+    for (auto& c : cases) {
+      c.a.naxes = c.b.naxes = N;
+      for (int i = 0; i < N; ++i) {
+        const auto& q = pairs[g() % 6];
+        c.a[i] = q[0];
+        c.b[i] = q[1];
+      }
+      c.m = exts[g() % 7], c.k = exts[g() % 7], c.n = exts[g() % 7];
+    }
+    INFO("mesh " << optest::shape_name<N>(shape));
+    optest::failures bad;
+    sc::host::run(nranks, [&](sc::host::communicator& comm) {
+      auto mesh = sc::make_mesh(comm, shape);
+      for (const auto& c : cases) bad.add(comm.rank(), dynamic_case(mesh, c.a, c.b, c.m, c.k, c.n));
+    });
+    bad.report();
+  };
+  for (int round = 0; round < 12; ++round) {
+    batch.template operator()<1>();
+    batch.template operator()<2>();
+    batch.template operator()<3>();
+    batch.template operator()<4>();
+    batch.template operator()<5>();
+    batch.template operator()<6>();
+  }
 }

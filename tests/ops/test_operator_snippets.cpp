@@ -1,4 +1,4 @@
-// The code shown in docs/02_operators.md (elementwise, reduce, transpose sections), compiled
+// The code shown in docs/02_operators.md (elementwise, reduce, transpose and dynamic-layout sections), compiled
 // and checked against single-rank references. The lines between "// [snippet NAME]" and
 // "// [/snippet]" are quoted verbatim in the docs.
 #include <doctest/doctest.h>
@@ -125,7 +125,7 @@ TEST_CASE("docs: reduce and transpose snippets") {
 TEST_CASE("docs: dynamic-layout snippet") {
   sc::host::run(4, [](sc::host::communicator& comm) {
     auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
-    const auto X = optest::ints<float>(12, 0);
+    const auto X = optest::ints<float>(12, 0), W = optest::ints<float>(20, 3);
     const std::array<std::int64_t, 2> ext{3, 4};
     // [snippet dynamic]
     auto d = sc::distribute(mesh, sc::runtime_layout::parse("S(0),P(sum)"), X, ext);
@@ -135,8 +135,18 @@ TEST_CASE("docs: dynamic-layout snippet") {
     } catch (const sc::layout_error& err) {
       // shardcast::map: layout "S(0),P(sum)": the tensor is P(sum) on mesh axis 1 but the functor is not linear ...
     }
+    auto w = sc::distribute(mesh, sc::runtime_layout::parse("R,R"), W, std::array<std::int64_t, 2>{4, 5});
+    auto y = sc::matmul(e, w);  // [3, 5], layout "S(0),P(sum)"
     // [/snippet]
     CHECK(e.layout() == sc::runtime_layout::parse("S(0),P(sum)"));
+    CHECK(y.layout() == sc::runtime_layout::parse("S(0),P(sum)"));
+    std::vector<float> want(15, 0.0f);
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j)
+        for (int k = 0; k < 4; ++k) want[static_cast<std::size_t>(i * 5 + j)] += 2.0f * X[static_cast<std::size_t>(i * 4 + k)] * W[static_cast<std::size_t>(k * 5 + j)];
+    CHECK(sc::to_global(y) == want);
+    auto w_cols = sc::distribute(mesh, sc::runtime_layout::parse("R,S(1)"), W, std::array<std::int64_t, 2>{4, 5});
+    CHECK_THROWS_WITH_AS((void)sc::matmul(e, w_cols), doctest::Contains("on mesh axis 1 A is P(sum) and B is S(1)"), sc::layout_error);
     CHECK_THROWS_WITH_AS((void)sc::map(d, sc::fn::relu),
                          doctest::Contains("shardcast::map: layout \"S(0),P(sum)\": the tensor is P(sum) on mesh axis 1 but the functor is not linear"),
                          sc::layout_error);

@@ -150,6 +150,7 @@ enum class op_rule : std::uint8_t {
   scalar_not_replicated,    ///< mul(x, s): the rank-0 factor is not replicated
   reduce_partial_op,        ///< reduce<D, Op>: x is partial with another op
   reduce_mixed_partials,    ///< reduce<D, avg>: the result would mix partial<sum> and partial<avg>
+  matmul_pair,              ///< matmul: the (A, B) pair is not in matmul's table
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -416,6 +417,11 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
     case op_rule::reduce_mixed_partials:
       return head + "the result would mix partial<sum> (from the sharded reduced dim) with x's partial<avg>; redistribute x's "
              "partial<avg> axes to replicate (all_reduce) first";
+    case op_rule::matmul_pair:
+      return head + "on " + ax + " A is " + pa + " and B is " + pb +
+             ", which matmul does not take; the legal (A, B) -> C pairs on each axis are (S(0), R) -> S(0), (R, S(1)) -> S(1), "
+             "(S(1), S(0)) -> P(sum), (R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum), so redistribute A or B "
+             "first (e.g. to R on that axis)";
   }
   return head + "illegal layouts";
 }

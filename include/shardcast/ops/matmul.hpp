@@ -13,7 +13,10 @@
 /// | replicate     | partial<sum>  | partial<sum>  |
 ///
 /// Any other pair is a compile error naming the mesh axis (in the instantiation of
-/// `matmul_illegal_on_mesh_axis<Axis, PA, PB>`) and the redistribute that fixes it.
+/// `matmul_illegal_on_mesh_axis<Axis, PA, PB>`) and the redistribute that fixes it. With
+/// a `dynamic_layout` operand the same table is applied at run time: C has a
+/// `dynamic_layout`, and an illegal pair throws `layout_error` naming the axis and both
+/// placements.
 /// No communication happens inside matmul: every rank multiplies its local pieces with a
 /// local GEMM (a pluggable functor; the default is a cache-blocked host GEMM).
 ///
@@ -34,6 +37,7 @@
 #include "../error.hpp"
 #include "../layout.hpp"
 #include "../placement.hpp"
+#include "elementwise.hpp"
 #include "gemm.hpp"
 
 namespace shardcast {
@@ -55,21 +59,33 @@ struct matmul_illegal_on_mesh_axis {
   using type = replicate;
 };
 
-/// Per-axis rule: `type` is C's placement on mesh axis `Axis` for A placement PA and B placement PB.
+/// matmul on one mesh axis: C's placement for A placement `pa` and B placement `pb`, or
+/// op_rule::matmul_pair when the pair is not in the table above. One source for the
+/// compile-time layouts (matmul_rule) and the run-time checks of dynamic_layout operands.
+constexpr axis_rule matmul_axis_rule(const placement_desc& pa, const placement_desc& pb) {
+  const placement_desc sum_partial = placement_desc::make_partial(reduce_op::sum);
+  if (pa.is_shard(0) && pb.is_replicate()) return {op_rule::ok, pa};
+  if (pa.is_replicate() && pb.is_shard(1)) return {op_rule::ok, pb};
+  if (pa.is_shard(1) && pb.is_shard(0)) return {op_rule::ok, sum_partial};
+  if (pa.is_replicate() && pb.is_replicate()) return {op_rule::ok, pa};
+  if (pa == sum_partial && pb.is_replicate()) return {op_rule::ok, pa};
+  if (pa.is_replicate() && pb == sum_partial) return {op_rule::ok, pb};
+  return {op_rule::matmul_pair, pa};
+}
+
+/// matmul's verdict on whole layouts: C's layout, or the first axis whose pair is illegal.
+constexpr layout_rule matmul_rules(const runtime_layout& a, const runtime_layout& b) {
+  return fold_axes(a.naxes, [&](int i) { return matmul_axis_rule(a[i], b[i]); });
+}
+
+/// Per-axis rule: `type` is C's placement on mesh axis `Axis` for A placement PA and B
+/// placement PB (matmul_axis_rule), or the error struct's when the pair is illegal.
 template <int Axis, class PA, class PB>
-struct matmul_rule : matmul_illegal_on_mesh_axis<Axis, PA, PB> {};
-template <int Axis>
-struct matmul_rule<Axis, shard<0>, replicate> { using type = shard<0>; };
-template <int Axis>
-struct matmul_rule<Axis, replicate, shard<1>> { using type = shard<1>; };
-template <int Axis>
-struct matmul_rule<Axis, shard<1>, shard<0>> { using type = partial<sum>; };
-template <int Axis>
-struct matmul_rule<Axis, replicate, replicate> { using type = replicate; };
-template <int Axis>
-struct matmul_rule<Axis, partial<sum>, replicate> { using type = partial<sum>; };
-template <int Axis>
-struct matmul_rule<Axis, replicate, partial<sum>> { using type = partial<sum>; };
+struct matmul_rule {
+  static constexpr axis_rule r = matmul_axis_rule(PA::desc, PB::desc);
+  using type = typename std::conditional_t<r.err == op_rule::ok, placement_from_impl<r.out.kind, r.out.dim, r.out.op>,
+                                           matmul_illegal_on_mesh_axis<Axis, PA, PB>>::type;
+};
 
 template <class LA, class LB, class Seq>
 struct matmul_layout_impl;
@@ -82,7 +98,9 @@ struct matmul_layout_impl<layout<PA...>, layout<PB...>, std::integer_sequence<in
 /// The layout of matmul(A, B) for A of layout LA and B of layout LB (same number of axes).
 template <class LA, class LB>
 struct matmul_layout {
-  static_assert(layout_type<LA> && layout_type<LB>, "shardcast::matmul: both operands need compile-time layouts (layout<P...>).");
+  static_assert(layout_type<LA> && layout_type<LB>,
+                "shardcast::matmul_layout: both layouts must be compile-time layouts (layout<P...>); with a dynamic_layout operand "
+                "matmul returns a dynamic_layout tensor (matmul_result_layout_t)");
   static_assert(LA::naxes == LB::naxes, "shardcast::matmul: A and B must live on the same mesh (same number of axes).");
   using type = typename detail::matmul_layout_impl<LA, LB, std::make_integer_sequence<int, LA::naxes>>::type;
 };
@@ -90,36 +108,45 @@ struct matmul_layout {
 template <class LA, class LB>
 using matmul_layout_t = typename matmul_layout<LA, LB>::type;
 
+/// The layout type of matmul's result: matmul_layout_t<LA, LB> for two compile-time
+/// layouts, dynamic_layout when either operand has a dynamic_layout (its layout value is
+/// then checked and computed at run time, with the same rules).
+template <class LA, class LB>
+struct matmul_result_layout
+    : std::conditional_t<detail::is_dynamic_v<LA> || detail::is_dynamic_v<LB>, std::type_identity<dynamic_layout>, matmul_layout<LA, LB>> {};
+template <class LA, class LB>
+using matmul_result_layout_t = typename matmul_result_layout<LA, LB>::type;
+
 /// C = A * B. A is [m,k], B is [k,n], both rank 2 on the same mesh. No communication.
+/// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
+/// layouts throws instead of failing to compile.
 /// @param gemm local GEMM functor, called as gemm(m, n, k, a, lda, b, ldb, c, ldc) with
 ///        row-major pointers in the mesh's memory space; it must overwrite c. Device
 ///        backends pass their own (e.g. a cuBLAS wrapper).
 /// @param s stream C is allocated on (device meshes; the GEMM functor carries its own stream)
-/// @throws layout_error if the inner extents differ
+/// @throws layout_error if the operands live on different meshes, if the inner extents
+///         differ, or (dynamic layouts) if the pair of placements on some mesh axis is not
+///         in the table above (the message names the axis and both placements)
 template <class T, class LA, class LB, class Mesh, class Gemm = host_gemm>
   requires(!std::is_same_v<Gemm, typename Mesh::stream_type>)
-dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b, Gemm gemm = {},
-                                                    typename Mesh::stream_type s = {}) {
-  using LC = matmul_layout_t<LA, LB>;
+dtensor<T, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
+                                                           Gemm gemm = {}, typename Mesh::stream_type s = {}) {
+  using LC = matmul_result_layout_t<LA, LB>;
+  constexpr const char* who = "shardcast::matmul";
   if constexpr (std::is_same_v<Gemm, host_gemm>)
     static_assert(std::is_same_v<typename Mesh::memory_space, host_memory>,
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
-  if (!(a.mesh() == b.mesh())) {
-    auto shape = [](const Mesh& m) {
-      std::string t;
-      for (int i = 0; i < Mesh::naxes; ++i) {
-        if (i) t += "x";
-        t += std::to_string(m.size(i));
-      }
-      return t;
-    };
-    throw layout_error("shardcast::matmul: A and B live on different meshes (A on a mesh " + shape(a.mesh()) + ", B on another mesh " +
-                       shape(b.mesh()) + "); meshes compare equal only when one is a copy of the other, so create both on the same mesh");
-  }
+  detail::expect_same_mesh(who, a.mesh(), b.mesh(), "A", "B");
   const auto ea = a.global_extents(), eb = b.global_extents();
   SHARDCAST_EXPECTS(ea[1] == eb[0], "shardcast::matmul: A is " + std::to_string(ea[0]) + "x" + std::to_string(ea[1]) + " but B is " +
                                         std::to_string(eb[0]) + "x" + std::to_string(eb[1]) + "; A's columns must equal B's rows");
-  auto c = empty<LC, T>(a.mesh(), std::array<std::int64_t, 2>{ea[0], eb[1]}, s);
+  runtime_layout lc{};
+  if constexpr (std::is_same_v<LC, dynamic_layout>) {
+    const detail::layout_rule r = detail::matmul_rules(a.layout(), b.layout());
+    detail::expect_legal(who, r, a.layout(), b.layout());
+    lc = r.out;
+  }
+  auto c = detail::make_output<T, 2, LC>(a.mesh(), std::array<std::int64_t, 2>{ea[0], eb[1]}, lc, s);
   const box &ba = a.local_box(), &bb = b.local_box(), &bc = c.local_box();
   // Same balanced split over the same axes, so the boxes line up; checked for safety.
   SHARDCAST_EXPECTS(ba.off[0] == bc.off[0] && ba.ext[0] == bc.ext[0] && bb.off[1] == bc.off[1] && bb.ext[1] == bc.ext[1] &&
@@ -141,8 +168,8 @@ struct default_gemm;
 /// @throws layout_error if the inner extents differ; cuda_error if cuBLAS fails
 template <class T, class LA, class LB, class Mesh>
   requires(!std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<T, 2, matmul_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
-                                                    typename Mesh::stream_type stream) {
+dtensor<T, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
+                                                           typename Mesh::stream_type stream) {
   using space = typename Mesh::memory_space;
   static_assert(requires { detail::default_gemm<space>::make(std::declval<typename Mesh::stream_type>()); },
                 "shardcast::matmul(a, b, stream): no default GEMM for this memory space; include <shardcast/cuda/gemm.hpp> "
