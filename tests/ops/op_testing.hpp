@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <mutex>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -50,6 +51,47 @@ inline std::vector<sc::runtime_layout> layouts(const std::vector<pd>& ps, int na
     if (sc::detail::same_op_partials(l)) out.push_back(l);
   }
   return out;
+}
+
+/// `count` random layouts over `naxes` axes built from `ps` that do not mix partial ops
+/// (the same ones for the same seed, so every rank of a run draws the same list).
+inline std::vector<sc::runtime_layout> random_layouts(const std::vector<pd>& ps, int naxes, int count, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<sc::runtime_layout> out;
+  while (static_cast<int>(out.size()) < count) {
+    sc::runtime_layout l;
+    l.naxes = naxes;
+    for (int a = 0; a < naxes; ++a) l[a] = ps[static_cast<std::size_t>(g() % ps.size())];
+    if (sc::detail::same_op_partials(l)) out.push_back(l);
+  }
+  return out;
+}
+
+/// A random mesh shape of N axes: sizes 1, 2 (twice as likely) or 3, at most `max_ranks`
+/// ranks, shuffled so that the size-1 axes (once the ranks are used up) can be any axes.
+template <int N>
+std::array<int, N> random_shape(std::uint64_t seed, int max_ranks) {
+  static constexpr int sizes[] = {1, 2, 2, 3};
+  std::mt19937_64 g(seed);
+  std::array<int, N> shape{};
+  int nranks = 1;
+  for (auto& s : shape) {
+    s = sizes[g() % 4];
+    while (nranks * s > max_ranks) --s;
+    nranks *= s;
+  }
+  std::shuffle(shape.begin(), shape.end(), g);
+  return shape;
+}
+
+/// Random global extents: 0, 1, primes and small composites.
+template <std::size_t R>
+std::array<std::int64_t, R> random_extents(std::uint64_t seed) {
+  static constexpr std::int64_t pool[] = {0, 1, 2, 3, 4, 5, 6, 7, 9, 11};
+  std::mt19937_64 g(seed);
+  std::array<std::int64_t, R> e{};
+  for (auto& x : e) x = pool[g() % std::size(pool)];
+  return e;
 }
 
 /// Small integers in [-3, 3]; every sum, product and comparison of the tests is exact.

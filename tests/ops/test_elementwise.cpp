@@ -1,7 +1,8 @@
 // Elementwise operators: the per-axis rule tables (compile time, every placement pair at
 // every axis position of 1- to 3-axis meshes), differential tests of map/scale/zip/add/
 // sub/mul/bias_add against a single-rank computation on meshes of 1 to 8 ranks with uneven
-// and empty pieces, and misuse (different meshes, extents, dynamic layouts).
+// and empty pieces (every layout on 1- to 3-axis meshes, random ones on 4- to 6-axis
+// meshes), and misuse (different meshes, extents, dynamic layouts).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -194,8 +195,9 @@ bool only_additive_partials(const sc::runtime_layout& l) {
 // Every layout of a rank-2 tensor (placements R, S0, S1, P(sum), P(avg), P(max)) on a mesh of
 // shape `shape`: each operator either matches the reference or, where the test's own rule
 // says it is illegal, throws layout_error on every rank.
+// (When `sample` > 0: that many random layouts drawn from `seed` instead of every one.)
 template <class T, int N>
-void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
+void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sample = 0, std::uint64_t seed = 0) {
   INFO("mesh " << optest::shape_name<N>(shape) << " extents " << e[0] << "x" << e[1]);
   int nranks = 1;
   for (int s : shape) nranks *= s;
@@ -210,7 +212,8 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
   const auto r_mul = each2(a, b, [](T u, T v) { return static_cast<T>(u * v); });
   const auto r_max = each2(a, b, [](T u, T v) { return u > v ? u : v; });
   const auto r_bias = rows_plus(a, bias);
-  const auto ls = optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max}), N);
+  const auto ps = optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max});
+  const auto ls = sample > 0 ? optest::random_layouts(ps, N, sample, seed) : optest::layouts(ps, N);
   optest::failures f;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, shape);
@@ -425,4 +428,12 @@ TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements")
     static_assert(std::is_same_v<decltype(sum)::layout_type, sc::dynamic_layout>);
     CHECK(sum.layout() == sc::runtime_layout::parse("S(0),P(sum)"));
   });
+}
+
+TEST_CASE("elementwise on random layouts of random 4- to 6-axis meshes") {
+  for (std::uint64_t s = 1; s <= 3; ++s) {
+    all_layouts<std::int64_t, 4>(optest::random_shape<4>(s, 16), optest::random_extents<2>(s), 12, s);
+    all_layouts<float, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<2>(s + 10), 12, s + 10);
+    all_layouts<int, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<2>(s + 20), 12, s + 20);
+  }
 }

@@ -1,7 +1,7 @@
 // reduce<D, Op>: the per-axis rule table at compile time, differential tests against a
 // single-rank reduction of the global tensor for every layout on 1- to 3-axis meshes (1 to 8
-// ranks, uneven and empty pieces, extent-0 dims), the host and portable local kernels, and
-// misuse on dynamic layouts.
+// ranks, uneven and empty pieces, extent-0 dims) and for random layouts on 4- to 6-axis
+// meshes, the host and portable local kernels, and misuse on dynamic layouts.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -167,9 +167,10 @@ void one(optest::failures& f, const X& x, const std::vector<T>& ref, double tol)
   }
 }
 
-// Every layout built from R, S(d) and two partial ops, for every D and reduce op.
+// Every layout built from R, S(d) and two partial ops, for every D and reduce op (or, when
+// `sample` > 0, that many random ones per op, drawn from `seed`).
 template <class T, int N, std::size_t Rk>
-void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e, bool with_avg) {
+void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e, bool with_avg, int sample = 0, std::uint64_t seed = 0) {
   constexpr int Rank = static_cast<int>(Rk);
   INFO("mesh " << optest::shape_name<N>(shape) << " rank " << Rank << " extents " << e[0] << "x" << e[Rk - 1]);
   int nranks = 1;
@@ -188,7 +189,8 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e, bool 
       if (op == reduce_op::avg && !with_avg) continue;
       const reduce_op other = op == reduce_op::max ? reduce_op::sum : reduce_op::max;
       const reduce_op also = op == reduce_op::avg ? reduce_op::sum : op;  // the partial<sum> that avg accepts
-      for (const auto& l : optest::layouts(optest::placements(Rank, {op, other, also}), N)) {
+      const auto ps = optest::placements(Rank, {op, other, also});
+      for (const auto& l : sample > 0 ? optest::random_layouts(ps, N, sample, seed + static_cast<std::uint64_t>(oi)) : optest::layouts(ps, N)) {
         const auto x = optest::make_terms(m, l, op == reduce_op::prod ? gu : g, e);
         const auto before = optest::local_copy(x);
         [&]<int... D>(std::integer_sequence<int, D...>) {
@@ -261,6 +263,16 @@ TEST_CASE("reduce on every layout of 2- and 3-axis meshes") {
   all_layouts<float, 2>({1, 3}, std::array<std::int64_t, 3>{2, 5, 3}, true);
   all_layouts<int, 3>({2, 2, 2}, std::array<std::int64_t, 2>{3, 5}, false);
   all_layouts<double, 3>({2, 1, 3}, std::array<std::int64_t, 2>{7, 2}, true);
+}
+
+// Meshes of 4 to 6 axes (sizes 1 to 3, up to 16 ranks): random layouts of rank-3 and
+// rank-4 tensors, nested shards of one dim over several axes included.
+TEST_CASE("reduce on random layouts of random 4- to 6-axis meshes") {
+  for (std::uint64_t s = 1; s <= 2; ++s) {
+    all_layouts<double, 4>(optest::random_shape<4>(s, 16), optest::random_extents<3>(s), true, 3, s);
+    all_layouts<double, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<3>(s + 10), true, 3, s + 10);
+    all_layouts<std::int64_t, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<4>(s + 20), false, 2, s + 20);
+  }
 }
 
 TEST_CASE("reduce through the compile-time API") {

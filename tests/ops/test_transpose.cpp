@@ -1,6 +1,7 @@
 // transpose<Perm...>: the layout rule at compile time, the host and portable local
 // permutations against an index-by-index reference, and differential tests of every
-// permutation on every layout of rank-2 and rank-3 tensors on 1- to 3-axis meshes.
+// permutation on every layout of rank-2 and rank-3 tensors on 1- to 3-axis meshes, and on
+// random layouts on 4- to 6-axis meshes.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -119,8 +120,10 @@ void one(optest::failures& f, const sc::dtensor<T, static_cast<int>(Rk), sc::dyn
   if (!err.empty()) f.add(what + ": " + err);
 }
 
+// Every layout built from R, S(d), P(sum) and P(max) (or, when `sample` > 0, that many
+// random ones drawn from `seed`), every permutation.
 template <class T, int N, std::size_t Rk>
-void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e) {
+void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e, int sample = 0, std::uint64_t seed = 0) {
   constexpr int Rank = static_cast<int>(Rk);
   INFO("mesh " << optest::shape_name<N>(shape) << " rank " << Rank);
   int nranks = 1;
@@ -129,7 +132,8 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e) {
   optest::failures f;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, shape);
-    for (const auto& l : optest::layouts(optest::placements(Rank, {sc::reduce_op::sum, sc::reduce_op::max}), N)) {
+    const auto ps = optest::placements(Rank, {sc::reduce_op::sum, sc::reduce_op::max});
+    for (const auto& l : sample > 0 ? optest::random_layouts(ps, N, sample, seed) : optest::layouts(ps, N)) {
       const auto x = optest::make_terms(m, l, g, e);
       const auto before = optest::local_copy(x);
       if constexpr (Rank == 2) {
@@ -184,6 +188,14 @@ TEST_CASE_TEMPLATE("transpose on every layout, every permutation, 1- to 3-axis m
   all_layouts<T, 2>({2, 2}, std::array<std::int64_t, 2>{3, 5});
   all_layouts<T, 2>({3, 2}, std::array<std::int64_t, 3>{2, 5, 3});
   all_layouts<T, 3>({2, 2, 2}, std::array<std::int64_t, 2>{3, 5});
+}
+
+TEST_CASE("transpose on random layouts of random 4- to 6-axis meshes, every permutation") {
+  for (std::uint64_t s = 1; s <= 2; ++s) {
+    all_layouts<std::int64_t, 4>(optest::random_shape<4>(s, 16), optest::random_extents<3>(s), 5, s);
+    all_layouts<std::int64_t, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<3>(s + 10), 5, s + 10);
+    all_layouts<std::int64_t, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<2>(s + 20), 5, s + 20);
+  }
 }
 
 TEST_CASE("transpose through the compile-time API") {
