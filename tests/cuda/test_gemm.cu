@@ -1,7 +1,8 @@
 // device::cublas_gemm (cuda/gemm.hpp) against shardcast::host_gemm on host copies of the
 // same operands, both call forms, every transpose pair, padded strides, accumulate;
-// and matmul(a, b, stream) on device dtensors of a p2p mesh against a host product of
-// the global matrices. Inputs are small integers, so every product is exact in every type.
+// and matmul(a, b, stream) on device dtensors of a p2p mesh (compile-time and dynamic
+// layouts) against a host product of the global matrices. Inputs are small integers, so
+// every product is exact in every type.
 #include <doctest/doctest.h>
 
 #include <shardcast/comm/p2p.hpp>
@@ -144,8 +145,10 @@ TEST_CASE("cublas_gemm rejects row strides shorter than a row" * doctest::test_s
 }
 
 namespace {
+// LA and LB are layout types, or sc::dynamic_layout with the layouts given as text (then
+// C has a dynamic_layout too, checked against `lc`).
 template <class LA, class LB, class Comm>
-void check_matmul(Comm& c, cudaStream_t s) {
+void check_matmul(Comm& c, cudaStream_t s, const char* la = "", const char* lb = "", const char* lc = "") {
   auto mesh = sc::make_mesh(c, std::array<int, 2>{2, 2});
   const std::int64_t m = 7, k = 6, n = 5;  // uneven over both mesh axes
   std::vector<float> ga(std::size_t(m * k)), gb(std::size_t(k * n)), want(std::size_t(m * n), 0.f);
@@ -154,9 +157,19 @@ void check_matmul(Comm& c, cudaStream_t s) {
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j)
       for (std::int64_t p = 0; p < k; ++p) want[std::size_t(i * n + j)] += ga[std::size_t(i * k + p)] * gb[std::size_t(p * n + j)];
-  auto a = sc::distribute<LA>(mesh, ga, std::array<std::int64_t, 2>{m, k}, s);
-  auto b = sc::distribute<LB>(mesh, gb, std::array<std::int64_t, 2>{k, n}, s);
+  auto dist = [&]<class L>(const std::vector<float>& g, const char* text, std::array<std::int64_t, 2> e) {
+    if constexpr (std::is_same_v<L, sc::dynamic_layout>)
+      return sc::distribute(mesh, sc::runtime_layout::parse(text), g, e, s);
+    else
+      return sc::distribute<L>(mesh, g, e, s);
+  };
+  auto a = dist.template operator()<LA>(ga, la, {m, k});
+  auto b = dist.template operator()<LB>(gb, lb, {k, n});
   auto prod = sc::matmul(a, b, s);
+  if constexpr (std::is_same_v<LA, sc::dynamic_layout> || std::is_same_v<LB, sc::dynamic_layout>) {
+    static_assert(std::is_same_v<typename decltype(prod)::layout_type, sc::dynamic_layout>);
+    CHECK(prod.layout() == sc::runtime_layout::parse(lc));
+  }
   CHECK(sc::to_global(prod, s) == want);
 }
 }  // namespace
@@ -169,6 +182,7 @@ TEST_CASE("matmul(a, b, stream) on device dtensors of a 2x2 p2p mesh matches the
     check_matmul<sc::layout<sc::shard<0>, R>, sc::layout<R, sc::shard<1>>>(c, s);               // -> shard<0>, shard<1>
     check_matmul<sc::layout<sc::shard<1>, R>, sc::layout<sc::shard<0>, sc::shard<1>>>(c, s);    // -> partial<sum>, shard<1>
     check_matmul<sc::layout<R, R>, sc::layout<R, R>>(c, s);                                     // -> replicate, replicate
+    check_matmul<sc::dynamic_layout, sc::dynamic_layout>(c, s, "S(1),S(0)", "S(0),R", "P(sum),S(0)");  // checked at run time
     SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
     SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
   });
