@@ -12,10 +12,13 @@
 #define SHARDCAST_HOST_DEVICE
 #endif
 
-/// Largest number of mesh axes (and tensor dims) a runtime layout can describe.
+/// Largest number of mesh axes: of a mesh<N>, a layout<P...> and a runtime_layout.
 #ifndef SHARDCAST_MAX_AXES
 #define SHARDCAST_MAX_AXES 8
 #endif
+/// Largest tensor rank (number of dims) of a dtensor, of a plan and of the local boxes and
+/// region copies behind them; a dtensor of higher rank fails to compile. Define both
+/// before including shardcast to raise them (the fixed-size arrays grow with them).
 #ifndef SHARDCAST_MAX_RANK
 #define SHARDCAST_MAX_RANK 8
 #endif

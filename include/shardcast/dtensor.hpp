@@ -53,6 +53,10 @@ box make_local_box(const runtime_layout& l, const int* shape, const int* coord, 
 /// @tparam Mesh a shardcast::mesh<N, Comm>
 template <class T, int R, class Layout, class Mesh>
 class dtensor {
+  static_assert(R >= 0 && R <= SHARDCAST_MAX_RANK,
+                "shardcast::dtensor: the tensor rank R must be between 0 and SHARDCAST_MAX_RANK (8 unless defined otherwise); "
+                "define SHARDCAST_MAX_RANK to a larger value before including any shardcast header to use tensors of higher rank.");
+
  public:
   using value_type = T;
   using layout_type = Layout;

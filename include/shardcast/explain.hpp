@@ -1,7 +1,8 @@
 #pragma once
 /// @file explain.hpp
-/// `explain(plan, element_size)`: a readable description of a plan, one line per step
-/// with the axes, the layouts around it and the elements (bytes) it sends per rank.
+/// `explain(plan, shape, extents[, element_size])`: a readable description of a plan, one
+/// line per step with the axes, the layouts around it and the bytes the busiest rank sends,
+/// on the mesh shape and global extents given.
 
 #include <string>
 

@@ -419,6 +419,8 @@ class search_space {
 constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
   const int n = src.naxes;
   if (src.naxes != dst.naxes) throw layout_error("shardcast::make_plan: source and target layouts have different numbers of placements");
+  if (rank < 0 || rank > SHARDCAST_MAX_RANK)
+    throw layout_error("shardcast::make_plan: the tensor rank is outside 0..SHARDCAST_MAX_RANK; define SHARDCAST_MAX_RANK larger before including shardcast");
   if (!detail::same_op_partials(src) || !detail::same_op_partials(dst))
     throw layout_error("shardcast::make_plan: partial placements of one layout must share one reduce op (the order of mixed reductions is undefined); redistribute in two steps");
   for (int a = 0; a < n; ++a)
@@ -699,6 +701,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
 template <std::size_t N, std::size_t R>
 plan make_plan(const runtime_layout& src, const runtime_layout& dst, const std::array<int, N>& shape,
                const std::array<std::int64_t, R>& ext) {
+  static_assert(R <= SHARDCAST_MAX_RANK, "shardcast::make_plan: the tensor rank exceeds SHARDCAST_MAX_RANK; define it larger before including shardcast.");
   src.validate(static_cast<int>(N), static_cast<int>(R));
   dst.validate(static_cast<int>(N), static_cast<int>(R));
   return make_plan(src, dst, shape.data(), ext.data(), static_cast<int>(R));

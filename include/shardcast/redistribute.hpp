@@ -277,9 +277,12 @@ plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout
 namespace detail {
 /// The cached run-time plan x.layout() -> to for x's mesh and extents (planned, with its
 /// geometry, and cached on first use); nullptr when the plan has no steps, i.e. x's piece
-/// is already the result's.
+/// is already the result's. That is exactly when `to` is x's layout (any other target is
+/// another state of the planner's search, at least one step away), which is answered
+/// without planning or a cache lookup.
 template <class T, int R, class Mesh>
 const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  if (x.layout() == to) return nullptr;
   auto& cache = x.mesh().cache().plans;
   const std::int64_t* ext = x.global_extents().data();
   if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;

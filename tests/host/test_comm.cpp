@@ -3,6 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <stdexcept>
+#include <string>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -141,12 +144,55 @@ TEST_CASE("host all_to_allv with uneven counts, send/recv ring, split") {
       CHECK_THROWS_AS(none.barrier(), sc::comm_error);
       CHECK_THROWS_AS(none.all_reduce(&v, &sum, 1, sc::reduce_op::sum), sc::comm_error);
       CHECK_THROWS_AS(none.send(&v, 1, 0), sc::comm_error);
+      CHECK_THROWS_AS(none.recv(&v, 1, 0), sc::comm_error);
       CHECK_THROWS_AS((void)none.split(0, 0), sc::comm_error);
+      // Also where an argument check would fail first on a size of 0 (the root of a
+      // broadcast, the aliasing of an all_to_all's buffers).
+      int w[4] = {};
+      std::size_t counts[1] = {1}, displs[1] = {0};
+      CHECK_THROWS_AS(none.broadcast(&v, 1, 0), sc::comm_error);
+      CHECK_THROWS_AS(none.all_to_all(w, w, 1), sc::comm_error);
+      CHECK_THROWS_AS(none.all_to_all(w, w + 2, 1), sc::comm_error);
+      CHECK_THROWS_AS(none.all_gather(&v, w, 1), sc::comm_error);
+      CHECK_THROWS_AS(none.reduce_scatter(w, &v, 1, sc::reduce_op::sum), sc::comm_error);
+      CHECK_THROWS_AS(none.all_to_allv(w, counts, displs, w + 2, counts, displs), sc::comm_error);
     } else {
       CHECK(none.size() == 3);
     }
     c.barrier();
   });
+}
+
+TEST_CASE("after a peer has failed, calls that would complete without meeting it throw comm_error too") {
+  // The root of a small (queued) broadcast and the sender of a small (eager) message return
+  // without waiting for anyone; entered after a failure, they throw like every collective.
+  struct boom : std::runtime_error { using std::runtime_error::runtime_error; };
+  std::atomic<int> released{0};
+  std::mutex mu;
+  std::vector<std::string> bad;
+  CHECK_THROWS_AS(sc::host::run(3, [&](sc::host::communicator& c) {
+    if (c.rank() == 2) throw boom("rank 2 exploded");
+    try {
+      c.barrier();  // released by the failure
+    } catch (const sc::comm_error&) {
+      ++released;
+    }
+    int v = 1;
+    auto expect_comm_error = [&](const char* what, auto&& call) {
+      try {
+        call();
+        std::lock_guard lk(mu);
+        bad.push_back(std::string(what) + " returned normally on rank " + std::to_string(c.rank()));
+      } catch (const sc::comm_error&) {
+      }
+    };
+    expect_comm_error("small broadcast as root", [&] { c.broadcast(&v, 1, c.rank()); });
+    expect_comm_error("small send", [&] { c.send(&v, 1, 1 - c.rank()); });
+    expect_comm_error("recv", [&] { c.recv(&v, 1, 1 - c.rank()); });
+  }), boom);
+  CHECK(released == 2);
+  for (auto& s : bad) FAIL_CHECK(s);
+  CHECK(bad.empty());
 }
 
 TEST_CASE("a throwing rank releases its peers with comm_error and run rethrows the original") {

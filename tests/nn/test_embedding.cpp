@@ -83,8 +83,10 @@ void embedding_on_meshes() {
     check_embedding<Kind<1, 0>>(shape, 2, 2, ids);  // fewer vocab rows than TP ranks on 1x3: an empty shard
     check_embedding<Kind<1, 0>>(shape, 7, 3, std::vector<i64>{4, -5});  // fewer tokens than ranks
   }
-  check_embedding<Kind<0, 1>>(std::array<int, 2>{2, 2}, 7, 3, ids);
-  check_embedding<Kind<0, 1>>(std::array<int, 2>{3, 1}, 5, 2, ids);
+  if constexpr (!Kind<1, 0>::sequence_parallel) {  // sequence parallelism needs the DP axis first
+    check_embedding<Kind<0, 1>>(std::array<int, 2>{2, 2}, 7, 3, ids);
+    check_embedding<Kind<0, 1>>(std::array<int, 2>{3, 1}, 5, 2, ids);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #pragma once
 /// @file comm/counting.hpp
 /// `counting_communicator<Inner>`: forwards every call to an inner communicator and
-/// counts, per rank, the collectives called and the bytes this rank sends. Use it to
+/// counts, per rank, the collectives and point-to-point sends called (barrier and split
+/// are forwarded but not counted: they move no data) and the bytes this rank sends. Use it to
 /// check what a plan really moves (tests, `shardcast-bench redistribute`) or to measure
 /// the traffic of a layer. The counters are shared with the communicators split from it,
 /// so a mesh built over it counts every axis' traffic in one place.
@@ -47,7 +48,8 @@ class counting_communicator {
   int size() const { return inner_.size(); }
   /// Bytes this rank sent since construction or the last reset().
   double bytes() const { return c_->bytes.load(); }
-  /// Collectives (and point-to-point sends) this rank called since the last reset().
+  /// Collectives (and point-to-point sends) this rank called since the last reset(); barriers
+  /// and splits are not counted.
   long collectives() const { return c_->collectives.load(); }
   void reset() {
     c_->bytes.store(0);

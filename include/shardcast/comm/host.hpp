@@ -403,6 +403,7 @@ class communicator {
 
   template <element_type T>
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
+    require_group();
     SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
     publish<T>(detail::op_kind::all_to_all, count, send, recv);
     const auto n = static_cast<std::size_t>(size());
@@ -485,6 +486,7 @@ class communicator {
   /// root's buffer directly, and the ranks meet twice.
   template <element_type T>
   void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
+    require_group();
     SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
                                                       " is outside the communicator of size " + std::to_string(size()));
     if (SHARDCAST_HOST_BCAST_DEPTH > 0 && eager<T>(count) && g_) {
@@ -615,6 +617,8 @@ class communicator {
   /// other collective checks that all ranks have made as many eager broadcasts.
   template <element_type T>
   void queued_broadcast(T* buf, std::size_t count, int root) {
+    // The root returns without meeting anyone, so it learns of a failed peer here.
+    if (g_->world->aborted.load(std::memory_order_relaxed)) g_->throw_aborted("broadcast");
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t t = me.bcasts++;
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
@@ -660,9 +664,15 @@ class communicator {
                        " on the group, which rank " + std::to_string(e.root) + " made as " + theirs);
   }
 
+  /// Throws comm_error on the null communicator (before any argument check that its size
+  /// of 0 would fail with another error).
+  void require_group() const {
+    if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
+  }
+
   template <class T>
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
-    if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
+    require_group();
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
     par_ = static_cast<int>(seq & 1u);
@@ -764,6 +774,9 @@ class communicator {
 
   void check_peer(int peer, const char* what) const {
     if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
+    // An eager send (and a receive of one already sent) would otherwise complete after a
+    // peer has failed; every call entered after the failure throws instead.
+    if (g_->world->aborted.load(std::memory_order_relaxed)) g_->throw_aborted(what);
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
                       std::string("shardcast::host::") + what + ": peer " + std::to_string(peer) + " is not another rank of this communicator of size " +
                           std::to_string(size()));

@@ -285,7 +285,8 @@ class communicator {
       MPI_Get_count(&st[i], dt, &got);
       if (static_cast<std::size_t>(got) != what[i].expect)
         throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " expected " + std::to_string(recv_counts[what[i].peer]) +
-                         " elements from rank " + std::to_string(what[i].peer) + ", which sent a different count");
+                         " elements from rank " + std::to_string(what[i].peer) + ", which sent a different count (a message of the exchange " +
+                         "carried " + std::to_string(got) + " elements where " + std::to_string(what[i].expect) + " were expected)");
     }
   }
 

@@ -230,7 +230,9 @@ class communicator {
   }
 
   /// Wraps an existing communicator without owning it: it is never finalized or destroyed
-  /// here (it is aborted on a timeout, since it could not be used afterwards anyway).
+  /// here, but it is aborted (ncclCommAbort, which frees it) on a timeout or on any NCCL
+  /// error of a call made through this wrapper, since it could not be used afterwards
+  /// anyway. After a comm_error from this wrapper, do not destroy the ncclComm_t yourself.
   explicit communicator(ncclComm_t existing, options o = {}) : s_(std::make_shared<detail::state>()) {
     s_->comm = existing;
     s_->timeout = detail::timeout_or_default(o.timeout);

@@ -26,7 +26,8 @@
 /// The same count when the run has more ranks than the process has CPUs. Then the rank
 /// waited for often needs the waiter's CPU, and every pause before the yield is time it
 /// cannot run: with 4 ranks on 2 CPUs, a 64-byte all_reduce took 3.3 us with 64 pauses
-/// and 1.9-2.6 us with 4 (docs/bench.md, "Waiting with more ranks than CPUs").
+/// and 2.6 us with 4, and a 64-byte all_gather 3.3 and 2.0 us (docs/bench.md, "Waiting
+/// with more ranks than CPUs").
 #ifndef SHARDCAST_HOST_OVERSUBSCRIBED_SPIN
 #define SHARDCAST_HOST_OVERSUBSCRIBED_SPIN 4
 #endif

@@ -5,8 +5,9 @@
 /// An epilogue is called as `epi(acc, i)` on host or device, where `acc` is the reduced
 /// value in the accumulator type (float for half/bf16/fp8, the element type otherwise)
 /// and `i` is the element's index in the output buffer; it returns the new accumulator
-/// value. The kernel converts the result to the output type, so "cast to bf16" is
-/// choosing `Out = __nv_bfloat16` (spelled `cast<__nv_bfloat16>` for readability).
+/// value. The kernel converts the result to the element type of the destination pointer,
+/// so "cast to bf16" is passing a `__nv_bfloat16*` destination; `cast<__nv_bfloat16>` only
+/// says so at the call site (it is the identity, and does not choose the type).
 ///
 /// An epilogue that ignores `i` says so with `static constexpr bool uses_index = false;`
 /// (every one here except bias_add); the fused reduction then runs on CUB's
@@ -103,7 +104,8 @@ struct activation {
 template <class F>
 activation(F) -> activation<F>;
 
-/// Marks the output type of a reduction (the store converts to Out); as a functor it is the identity.
+/// Names the intended output type at the call site; as a functor it is the identity. The
+/// store converts to the destination pointer's element type, whatever Out says.
 template <class Out>
 struct cast : identity {
   using output_type = Out;

@@ -7,8 +7,10 @@
 /// ticket. After a failure the worker skips every later task until the owner calls
 /// drain(): the tasks of one pipeline are collectives that peers run in the same order,
 /// so once one failed on this rank, entering the next could wait on peers that will never
-/// join it. Skipped tasks complete with comm_error naming the first failure. The
-/// destructor drops queued tasks, lets the running one finish and joins the thread.
+/// join it. Skipped tasks complete with comm_error naming the first failure. drain()
+/// drops the tasks still queued: they never run, and wait() on their tickets returns at
+/// once without an error (drain is for cleanup, after which nobody should rely on them).
+/// The destructor drops queued tasks, lets the running one finish and joins the thread.
 
 #include <condition_variable>
 #include <cstdint>
@@ -54,7 +56,8 @@ class comm_worker {
     return t;
   }
 
-  /// Blocks until task `t` has ended; rethrows its exception (comm_error if it was skipped).
+  /// Blocks until task `t` has ended; rethrows its exception (comm_error if it was skipped
+  /// after an earlier failure). A ticket that drain() dropped returns at once, no error.
   void wait(ticket t) {
     std::unique_lock lk(m_);
     cv_.wait(lk, [&] { return finished_ >= t; });

@@ -27,13 +27,23 @@ namespace shardcast::nn {
 /// @tparam TpAxis the tensor-parallel mesh axis: weights are split over it
 /// @tparam DpAxis the data-parallel mesh axis: tokens are split over it, weight gradients are partial sums over it
 /// @tparam SequenceParallel when true, activations outside the tensor-parallel block are also split along
-///         the token dim over the tensor-parallel axis (all-gathered on entry, reduce-scattered on exit)
+///         the token dim over the tensor-parallel axis (all-gathered on entry, reduce-scattered on exit);
+///         it needs DpAxis < TpAxis (a compile error says so otherwise)
 template <int TpAxis, int DpAxis, bool SequenceParallel = false>
 struct parallel_axes {
   static_assert(TpAxis >= 0 && DpAxis >= 0, "shardcast::nn::parallel_axes<Tp, Dp>: mesh axes are numbered from 0; give two axes of the mesh.");
   static_assert(TpAxis != DpAxis,
                 "shardcast::nn::parallel_axes<Tp, Dp>: the tensor-parallel and the data-parallel axis must differ; a mesh axis of size 1 "
                 "can stand in for a dimension of parallelism you do not use.");
+  // Tokens split over both axes (the sequence layout) nest in increasing axis order. With the
+  // DP axis first, a TP rank's tokens are a slice of its DP group's, so the entry all-gather
+  // and the exit reduce-scatter run over the TP axis alone; with the TP axis first they do
+  // not, and each becomes three collectives (all_to_all, gather or scatter, all_to_all).
+  static_assert(!SequenceParallel || DpAxis < TpAxis,
+                "shardcast::nn::sequence_parallel<Tp, Dp>: sequence parallelism needs the data-parallel mesh axis before the "
+                "tensor-parallel one (Dp < Tp): tokens split over both axes nest in axis order, and only with DP first is the "
+                "entry all-gather (exit reduce-scatter) one collective over the TP axis. Order the mesh axes so that DP comes "
+                "first, e.g. make_mesh(comm, {dp_size, tp_size}) with sequence_parallel<1, 0>.");
   static constexpr int tp = TpAxis;
   static constexpr int dp = DpAxis;
   static constexpr bool sequence_parallel = SequenceParallel;

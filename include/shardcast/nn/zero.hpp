@@ -164,8 +164,10 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
   using grad_type = dtensor<T, R, grad_layout, Mesh>;
 
   /// Keeps this rank's shard of `full` (copied; `full` is unchanged) and zeroed optimizer state.
+  /// Collective over the mesh: usually a local slice, but a parameter whose stored split
+  /// nests the other way (the column bias in the file comment) takes an all_gather first.
   zero_param(const tensor_type& full, Optimizer opt, stream_type s = {}) : opt_(opt) {
-    const auto sliced = redistribute<shard_layout>(full, s);  // local slice, no communication
+    const auto sliced = redistribute<shard_layout>(full, s);  // a local slice, or an all_gather and a slice (see above)
     param_ = fresh_like(sliced, s);
     ops::copy(param_.data(), sliced.data(), param_.local_size(), s);
     for (int i = 0; i < Optimizer::state_buffers; ++i) {

@@ -685,7 +685,8 @@ auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b,
 /// - b of the same rank as a: equal layouts with no partial axis (the product of two
 ///   partial sums is not the sum of the products);
 /// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
-///   partial<sum|avg> (DESIGN.md: partial<sum> * replicated scalar), y has a's layout.
+///   partial<sum|avg> (a partial sum times a replicated scalar is the sum of the scaled
+///   terms), y has a's layout.
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto y = sc::mul(p /* layout<partial<sum>> [n] */, s /* layout<replicate>, rank 0 */);  // layout<partial<sum>>
