@@ -22,6 +22,10 @@
 #ifndef SHARDCAST_MAX_RANK
 #define SHARDCAST_MAX_RANK 8
 #endif
+// Sets of mesh axes are bit masks of an int, and the planner keeps each axis' candidate
+// placements (replicate, a shard per dim, two partials) in a 32-bit mask.
+static_assert(SHARDCAST_MAX_AXES >= 1 && SHARDCAST_MAX_AXES <= 30, "shardcast: SHARDCAST_MAX_AXES must be between 1 and 30.");
+static_assert(SHARDCAST_MAX_RANK >= 1 && SHARDCAST_MAX_RANK <= 29, "shardcast: SHARDCAST_MAX_RANK must be between 1 and 29.");
 
 /// Default for mesh::set_result_pool_limit: at most this many bytes of released host
 /// results (each >= 256 KiB) wait per rank to be reused by later results of the same size.

@@ -1,9 +1,10 @@
 #pragma once
 // End-to-end differential check shared by the host, MPI and GPU suites: distribute a
-// global tensor under one layout, redistribute to another, gather every rank's local
-// piece with the backend's raw all_gather, and compare with the single-rank reference
-// (the global tensor itself; for partial axes, the op-reduction over the ranks that
-// differ only in partial coordinates).
+// global tensor under one layout (with partial terms that differ from rank to rank, see
+// spread_partial_terms), redistribute to another, gather every rank's local piece with
+// the backend's raw all_gather, and compare with the single-rank reference (the global
+// tensor itself; for partial axes, the op-reduction over the ranks that differ only in
+// partial coordinates).
 #include <array>
 #include <cstdint>
 #include <iterator>
@@ -122,6 +123,60 @@ std::string check_against_reference(const dtensor<T, R, L, Mesh>& y, const std::
   return "";
 }
 
+/// Replaces the partial terms that distribute gave x (the value on the rank whose partial
+/// coordinates are all 0, the op's identity or the value itself elsewhere) by terms that
+/// differ from rank to rank and still reduce to the value under x's op, so that a
+/// reduction with another op, or a term taken for the whole, gives a wrong result:
+/// - sum: the value on that rank, plus on every rank a sum over the partial axes of
+///   f_a(coordinate), f_a = (size_a - 1, -1, ..., -1), which adds up to 0 over each axis;
+/// - avg: the value plus the same sum on every rank;
+/// - max (min): the value on that rank, smaller (larger) values elsewhere;
+/// - prod: minus the value on that rank, -1 on the next, 1 elsewhere.
+/// A reduction over any subset of the partial axes (a plan may reduce them in stages)
+/// leaves whole numbers, so the sums and means stay exact in every element type.
+template <class T, int R, class L, class Mesh>
+void spread_partial_terms(dtensor<T, R, L, Mesh>& x, const std::vector<T>& global, typename Mesh::stream_type s = {}) {
+  const runtime_layout l = x.layout();
+  const auto& m = x.mesh();
+  reduce_op op = reduce_op::sum;
+  int index = 0, group = 1;  // this rank's index in its partial group (row-major over the partial axes), the group's size
+  std::int64_t shift = 0;    // the sum of f_a over the partial axes
+  for (int a = 0; a < Mesh::naxes; ++a)
+    if (l[a].is_partial()) {
+      op = l[a].op;
+      index = index * m.size(a) + m.coord(a);
+      group *= m.size(a);
+      shift += m.coord(a) == 0 ? m.size(a) - 1 : -1;
+    }
+  if (group == 1 || x.local_size() == 0) return;
+  std::vector<T> host(x.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(host.data(), x.data(), host.size(), s);
+  const box b = x.local_box();
+  const auto e = x.global_extents();
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    std::int64_t rem = static_cast<std::int64_t>(i), gidx = 0, stride = 1;
+    std::int64_t loc[SHARDCAST_MAX_RANK]{};
+    for (int d = R - 1; d >= 0; --d) {
+      loc[d] = rem % b.ext[d];
+      rem /= b.ext[d];
+    }
+    for (int d = R - 1; d >= 0; --d) {
+      gidx += (b.off[d] + loc[d]) * stride;
+      stride *= e[static_cast<std::size_t>(d)];
+    }
+    const T v = global[static_cast<std::size_t>(gidx)];
+    const T wobble = static_cast<T>(1 + (gidx + index) % 2);  // 1 or 2
+    switch (op) {
+      case reduce_op::sum: host[i] = static_cast<T>((index == 0 ? v : T(0)) + static_cast<T>(shift)); break;
+      case reduce_op::avg: host[i] = static_cast<T>(v + static_cast<T>(shift)); break;
+      case reduce_op::max: host[i] = index == 0 ? v : static_cast<T>(v - wobble); break;
+      case reduce_op::min: host[i] = index == 0 ? v : static_cast<T>(v + wobble); break;
+      case reduce_op::prod: host[i] = index == 0 ? static_cast<T>(-v) : index == 1 ? T(-1) : T(1); break;
+    }
+  }
+  detail::memory_ops<typename Mesh::memory_space>::from_host(x.data(), host.data(), host.size(), s);
+}
+
 /// distribute(src) -> redistribute(dst) -> compare; also checks the input is unchanged.
 /// With `calls` > 1 it redistributes that many inputs in all, each from other global
 /// values, while the first result lives (the later calls run on the plan, geometry and
@@ -134,6 +189,7 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
   for (auto v : ext) n *= v;
   const std::vector<T> g = make_global<T>(n);
   auto x = distribute(m, src, g, ext, s);
+  spread_partial_terms(x, g, s);
   std::vector<T> before(x.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(before.data(), x.data(), before.size(), s);
   auto y = redistribute(x, dst, s);
@@ -141,7 +197,9 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
   if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ": " + err;
   for (int c = 1; c < calls; ++c) {
     const std::vector<T> gc = make_global<T>(n, c);
-    auto again = redistribute(distribute(m, src, gc, ext, s), dst, s);
+    auto xc = distribute(m, src, gc, ext, s);
+    spread_partial_terms(xc, gc, s);
+    auto again = redistribute(xc, dst, s);
     err = check_against_reference(again, gc, s);
     if (!err.empty()) return to_string(src) + " -> " + to_string(dst) + ", call " + std::to_string(c + 1) + ": " + err;
   }
@@ -187,7 +245,8 @@ std::string differential_into_case(const Mesh& m, const runtime_layout& src, con
   std::int64_t n = 1;
   for (auto v : ext) n *= v;
   const std::vector<T> g = make_global<T>(n);
-  const auto x = distribute(m, src, g, ext);
+  auto x = distribute(m, src, g, ext);
+  spread_partial_terms(x, g);
   const auto before = snapshot(x);
   const box b = local_box(dst, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
   guarded<T> out(static_cast<std::size_t>(b.volume()));

@@ -136,6 +136,7 @@ void static_case(const std::array<int, N>& shape, const std::array<std::int64_t,
     for (auto v : ext) n *= v;
     const auto g = st::make_global<T>(n);
     auto x = sc::distribute<From>(m, g, ext);
+    st::spread_partial_terms(x, g);  // partial terms that only the right reduce op adds up to g
     auto y = sc::redistribute<To>(x);
     static_assert(std::same_as<typename decltype(y)::layout_type, To>);
     std::string err = st::check_against_reference(y, g);

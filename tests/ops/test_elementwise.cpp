@@ -223,7 +223,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
     for (std::size_t li = 0; li < ls.size(); ++li) {
       const auto& l = ls[li];
       const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
-      const auto x_before = optest::local_copy(x);
+      const auto x_before = optest::local_copy(x), y_before = optest::local_copy(y), s0_before = optest::local_copy(s0);
       const bool partial = has_partial(l), additive = only_additive_partials(l);
       auto check = [&](const char* what, bool legal, auto&& op, const std::vector<T>& ref) {
         if (legal) {
@@ -248,6 +248,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       check("mul by rank-0", additive, [&] { return sc::mul(x, s0); }, r_scale);
       const auto bl = sc::detail::bias_layout_for(l, 2);
       const auto bt = sc::distribute(m, bl, bias, std::array<std::int64_t, 1>{e[1]});
+      const auto bt_before = optest::local_copy(bt);
       check("bias_add", !partial, [&] { return sc::bias_add(x, bt); }, r_bias);
       // Misuse on the same layouts: unequal operand layouts, a bias in the wrong layout.
       const auto& other = ls[(li + 1) % ls.size()];
@@ -258,7 +259,9 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       const auto wrong_bias = sc::distribute(m, l[0].is_shard(1) ? all_r : sc::runtime_layout(at(N, 0, pd::make_shard(0), pd::make_replicate())),
                                              bias, std::array<std::int64_t, 1>{e[1]});
       if (!(wrong_bias.layout() == bl)) check("bias_add with a misplaced bias", false, [&] { return sc::bias_add(x, wrong_bias); }, r_bias);
-      if (optest::local_copy(x) != x_before) f.add("an operator modified its input on " + sc::to_string(l));
+      if (optest::local_copy(x) != x_before || optest::local_copy(y) != y_before || optest::local_copy(s0) != s0_before ||
+          optest::local_copy(bt) != bt_before)
+        f.add("an operator modified an input (x, y, the rank-0 factor or the bias) on " + sc::to_string(l));
     }
   });
   for (auto& s : f.list) FAIL_CHECK(s);
@@ -355,7 +358,7 @@ TEST_CASE_TEMPLATE("elementwise through the compile-time API", T, float, double)
   static_layout<T, sc::layout<S1, Ps, S0>, 3>({2, 2, 2}, {5, 3});
 }
 
-TEST_CASE("elementwise misuse: different meshes, extents, ranks of bias") {
+TEST_CASE("elementwise misuse: different meshes, extents, extent of the bias") {
   sc::host::run(4, [](sc::host::communicator& comm) {
     auto m1 = sc::make_mesh(comm, std::array<int, 2>{2, 2});
     auto m2 = sc::make_mesh(comm, std::array<int, 2>{2, 2});

@@ -158,7 +158,8 @@ void one(optest::failures& f, const X& x, const std::vector<T>& ref, double tol)
     const auto y = sc::reduce<D, Op, Keep>(x);
     static_assert(std::remove_cvref_t<decltype(y)>::rank == (Keep ? X::rank : X::rank - 1));
     if (!ok) return f.add(what + ": expected layout_error");
-    const auto want = sc::detail::reduce_rules(l, D, Op::value, Keep).out;
+    sc::runtime_layout want = l;  // the test's own table, axis by axis (not the library's reduce_rules)
+    for (int a = 0; a < l.naxes; ++a) want[a] = expected(l[a], D, Op::value, Keep).out;
     if (!(y.layout() == want)) f.add(what + ": layout " + sc::to_string(y.layout()));
     const std::string err = optest::compare_global(y, ref, tol);
     if (!err.empty()) f.add(what + ": " + err);

@@ -227,3 +227,13 @@ TEST_CASE("all-to-all pricing by enumeration is a constant expression") {
   const sc::runtime_layout f = sc::runtime_layout::parse("S(0),S(1)"), t = sc::runtime_layout::parse("S(1),S(0)");
   CHECK(sent == a2a_reference(f, t, shape, ext, 2));
 }
+
+TEST_CASE("make_plan refuses a tensor rank above SHARDCAST_MAX_RANK") {
+  const auto r = sc::runtime_layout::parse("R"), s = sc::runtime_layout::parse("S(0)");
+  const int shape[1] = {2};
+  std::int64_t ext[SHARDCAST_MAX_RANK + 1];
+  std::fill(std::begin(ext), std::end(ext), 2);
+  CHECK_NOTHROW((void)sc::make_plan(r, s, shape, ext, SHARDCAST_MAX_RANK));
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(r, s, shape, ext, SHARDCAST_MAX_RANK + 1), doctest::Contains("SHARDCAST_MAX_RANK"), sc::layout_error);
+  CHECK_THROWS_AS((void)sc::make_plan(r, s, shape, ext, -1), sc::layout_error);
+}

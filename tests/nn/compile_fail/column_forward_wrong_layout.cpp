@@ -5,6 +5,10 @@
 #include <shardcast/nn/linear.hpp>
 namespace sc = shardcast;
 using axes = sc::nn::tensor_parallel<1, 0>;
+#ifndef SHARDCAST_COMPILE_FAIL_CONTROL
 void f(sc::nn::column_parallel_linear<float, sc::mesh<2>, axes>& fc, const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::shard<1>>, sc::mesh<2>>& h) {
+#else  // the legal call
+void f(sc::nn::column_parallel_linear<float, sc::mesh<2>, axes>& fc, const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::replicate>, sc::mesh<2>>& h) {
+#endif
   (void)fc.forward(h);
 }

@@ -7,6 +7,10 @@ namespace sc = shardcast;
 using axes = sc::nn::sequence_parallel<1, 0>;
 using Mesh = sc::mesh<2>;
 void f(const sc::nn::row_parallel_linear<float, Mesh, axes>& fc, const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::shard<1>>, Mesh>& h,
+#ifndef SHARDCAST_COMPILE_FAIL_CONTROL
        const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::replicate>, Mesh>& dy) {
+#else  // the legal call
+       const sc::dtensor<float, 2, sc::layout<sc::shard<0>, sc::shard<0>>, Mesh>& dy) {
+#endif
   (void)fc.backward(h, dy);
 }
