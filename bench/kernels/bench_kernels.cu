@@ -10,8 +10,8 @@
 //  - the elementwise loops (map, zip).
 // Inputs hold values in [-2, 2) (not zeros). Each figure is the mean of 10 runs after one.
 // Bandwidth is bytes read + bytes written per second (GB/s = 1e9 B/s); "of copy" divides by
-// the copy bandwidth so defined. Targets (DESIGN.md section 5): fused >= 0.85 of copy and
-// >= 1.3x the two-kernel version.
+// the copy bandwidth so defined. Targets: fused >= 0.85 of copy and >= 1.3x the
+// two-kernel version (docs/03_gpu.md).
 // Usage: bench_kernels [MiB ...]   (default 256 512 1024: bytes of one float source buffer)
 #include <cub/device/device_memcpy.cuh>
 #include <shardcast/cuda/elementwise.cuh>

@@ -59,6 +59,7 @@ TEST_CASE_TEMPLATE("every layout pair on 1-axis meshes matches the reference", T
   }
   for (auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());
+  CHECK(cases > 0);
   MESSAGE(cases << " cases");
 }
 
@@ -72,6 +73,7 @@ TEST_CASE_TEMPLATE("every layout pair on 2-axis meshes matches the reference", T
   sweep<T, 2, 1>({3, 2}, {{{11}}, {{4}}}, 1, failures, cases);
   for (auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());
+  CHECK(cases > 0);
   MESSAGE(cases << " cases");
 }
 
@@ -91,6 +93,7 @@ TEST_CASE("layout pairs on 3-axis meshes match the reference (deterministic samp
   sweep<double, 3, 3>({2, 2, 2}, {{{2, 5, 3}}}, 17 * thin, failures, cases);
   for (auto& f : failures) FAIL_CHECK(f);
   CHECK(failures.empty());
+  CHECK(cases > 0);
   MESSAGE(cases << " cases");
 }
 

@@ -131,6 +131,14 @@ TEST_CASE("the geometry cache drops its oldest entries and recomputes them corre
       f.add(check_static<To>(sc::distribute<From>(m, g, e), g, "S(0) -> S(1), filling the cache"));
     }
     if (m.cache().geometry.size() != cap) f.add("the cache holds " + std::to_string(m.cache().geometry.size()) + " entries");
+    // Which entries: the 6 oldest were dropped, the next one and the newest are kept (the
+    // cache's key for a static redistribute is the address of its plan set).
+    const void* key = &sc::static_plans<From, To, 2>;
+    for (std::size_t k : {std::size_t{0}, std::size_t{5}, std::size_t{6}, cap + 5}) {
+      const std::array<std::int64_t, 2> e{static_cast<std::int64_t>(k % 9), static_cast<std::int64_t>(1 + k / 9)};
+      const bool kept = m.cache().geometry.find(key, e.data(), 2) != nullptr;
+      if (kept != (k >= 6)) f.add("entry " + std::to_string(k) + (kept ? " was kept" : " was dropped"));
+    }
     for (std::size_t k = 0; k < 8; ++k) {  // the first entries were dropped: computed again
       const std::array<std::int64_t, 2> e{static_cast<std::int64_t>(k % 9), static_cast<std::int64_t>(1 + k / 9)};
       const auto g = st::make_global<std::int32_t>(e[0] * e[1], 100 + static_cast<int>(k));

@@ -90,7 +90,8 @@ TEST_CASE("multi-axis steps of one kind merge into one collective over the flatt
 }
 
 namespace {
-// An independent upper bound: gather/reduce everything to R on every axis, then go to the target locally.
+// An upper bound from the planner itself (a consistency check, not an independent
+// reference): gather/reduce everything to R on every axis, then go to the target locally.
 double via_replicate_cost(const sc::runtime_layout& src, const sc::runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
   sc::runtime_layout r;
   r.naxes = src.naxes;
