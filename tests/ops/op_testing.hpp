@@ -53,6 +53,15 @@ inline std::vector<sc::runtime_layout> layouts(const std::vector<pd>& ps, int na
   return out;
 }
 
+/// Rounds of the random-mesh tests: fewer in the sanitizer builds (scripts/sanitize.sh),
+/// where each costs about ten times as much and the exhaustive 1- to 3-axis sweeps already
+/// run every operator path.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr int random_rounds = 1;
+#else
+inline constexpr int random_rounds = 2;
+#endif
+
 /// `count` random layouts over `naxes` axes built from `ps` that do not mix partial ops
 /// (the same ones for the same seed, so every rank of a run draws the same list).
 inline std::vector<sc::runtime_layout> random_layouts(const std::vector<pd>& ps, int naxes, int count, std::uint64_t seed) {

@@ -434,7 +434,7 @@ TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements")
 }
 
 TEST_CASE("elementwise on random layouts of random 4- to 6-axis meshes") {
-  for (std::uint64_t s = 1; s <= 3; ++s) {
+  for (std::uint64_t s = 1; s <= static_cast<std::uint64_t>(optest::random_rounds + 1); ++s) {
     all_layouts<std::int64_t, 4>(optest::random_shape<4>(s, 16), optest::random_extents<2>(s), 12, s);
     all_layouts<float, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<2>(s + 10), 12, s + 10);
     all_layouts<int, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<2>(s + 20), 12, s + 20);

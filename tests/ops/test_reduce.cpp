@@ -269,7 +269,7 @@ TEST_CASE("reduce on every layout of 2- and 3-axis meshes") {
 // Meshes of 4 to 6 axes (sizes 1 to 3, up to 16 ranks): random layouts of rank-3 and
 // rank-4 tensors, nested shards of one dim over several axes included.
 TEST_CASE("reduce on random layouts of random 4- to 6-axis meshes") {
-  for (std::uint64_t s = 1; s <= 2; ++s) {
+  for (std::uint64_t s = 1; s <= static_cast<std::uint64_t>(optest::random_rounds); ++s) {
     all_layouts<double, 4>(optest::random_shape<4>(s, 16), optest::random_extents<3>(s), true, 3, s);
     all_layouts<double, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<3>(s + 10), true, 3, s + 10);
     all_layouts<std::int64_t, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<4>(s + 20), false, 2, s + 20);

@@ -191,7 +191,7 @@ TEST_CASE_TEMPLATE("transpose on every layout, every permutation, 1- to 3-axis m
 }
 
 TEST_CASE("transpose on random layouts of random 4- to 6-axis meshes, every permutation") {
-  for (std::uint64_t s = 1; s <= 2; ++s) {
+  for (std::uint64_t s = 1; s <= static_cast<std::uint64_t>(optest::random_rounds); ++s) {
     all_layouts<std::int64_t, 4>(optest::random_shape<4>(s, 16), optest::random_extents<3>(s), 5, s);
     all_layouts<std::int64_t, 5>(optest::random_shape<5>(s + 10, 16), optest::random_extents<3>(s + 10), 5, s + 10);
     all_layouts<std::int64_t, 6>(optest::random_shape<6>(s + 20, 16), optest::random_extents<2>(s + 20), 5, s + 20);
