@@ -287,7 +287,6 @@ const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_
   const std::int64_t* ext = x.global_extents().data();
   if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
   const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
-  if (p.nsteps == 0) return nullptr;
   return &cache.insert(ext, R, p, make_geometry(x.mesh(), p.steps, p.nsteps, ext, R));
 }
 }  // namespace detail

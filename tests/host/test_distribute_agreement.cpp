@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <shardcast/shardcast.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,12 @@ TEST_CASE("extents that agree: distribute still gives each rank its piece of the
     for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<int>(i);
     auto x = sc::distribute<sc::layout<sc::shard<0>, sc::shard<1>>>(m, g, std::array<std::int64_t, 2>{5, 3});
     const auto& b = x.local_box();
+    // numpy's array_split: 5 rows over axis 0 as 3, 2; 3 columns over axis 1 as 2, 1.
+    const std::int64_t row_off[] = {0, 3}, rows[] = {3, 2}, col_off[] = {0, 2}, cols[] = {2, 1};
+    const int r = m.coord(0), k = m.coord(1);
+    if (b.off[0] != row_off[r] || b.ext[0] != rows[r] || b.off[1] != col_off[k] || b.ext[1] != cols[k] ||
+        x.local_size() != static_cast<std::size_t>(rows[r] * cols[k]))
+      throw std::runtime_error("rank " + std::to_string(c.rank()) + " has the wrong box");
     for (std::int64_t i = 0; i < b.ext[0]; ++i)
       for (std::int64_t j = 0; j < b.ext[1]; ++j)
         if (x.data()[i * b.ext[1] + j] != g[static_cast<std::size_t>((b.off[0] + i) * 3 + b.off[1] + j)]) throw std::runtime_error("piece differs");

@@ -1,7 +1,6 @@
 // redistribute_into: the result is written into memory the output tensor already has.
 // Every result is compared with the single-rank reference; the output's memory around its
-// local piece (guard elements) must stay untouched, the output must keep its storage, and
-// the input must be unchanged.
+// local piece (guard elements) must stay untouched, and the input must be unchanged.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -48,7 +47,8 @@ void static_case(const std::array<int, N>& shape, const std::array<std::int64_t,
     std::int64_t n = 1;
     for (auto v : ext) n *= v;
     const auto g = st::make_global<T>(n);
-    const auto x = sc::distribute<From>(m, g, ext);
+    auto x = sc::distribute<From>(m, g, ext);
+    st::spread_partial_terms(x, g);  // partial terms that only the right reduce op adds up to g
     const auto before = snapshot(x);
     const std::string what = sc::to_string(From::desc) + " -> " + sc::to_string(To::desc) + ": ";
     const sc::box b = sc::local_box(To::desc, m.shape().data(), m.coords().data(), ext.data(), static_cast<int>(R));
@@ -62,10 +62,8 @@ void static_case(const std::array<int, N>& shape, const std::array<std::int64_t,
       if (!err.empty()) f.add(what + "round " + std::to_string(round) + ": " + err);
     }
     const auto z = sc::empty<To, T>(m, ext);
-    const T* zdata = z.data();
     sc::redistribute_into(x, z);
     f.add(st::check_against_reference(z, g));
-    if (z.data() != zdata) f.add(what + "the owning output changed its storage");
     if (snapshot(x) != before) f.add(what + "the input was modified");
     if (c.rank() == 0) f.count(3);
   });
@@ -125,7 +123,8 @@ TEST_CASE("redistribute_into between a static and a dynamic layout runs the dyna
     f.add(st::check_against_reference(yd, g));
     f.add(a.check(yd.local_size()));
     // dynamic input, static output
-    const auto xd = sc::distribute(m, sc::runtime_layout::parse("P(sum),S(0)"), g, e);
+    auto xd = sc::distribute(m, sc::runtime_layout::parse("P(sum),S(0)"), g, e);
+    st::spread_partial_terms(xd, g);
     using To = sc::layout<sc::shard<1>, sc::replicate>;
     guarded<float> b(piece(To::desc));
     const auto ys = sc::make_view<To>(m, b.piece(), e);

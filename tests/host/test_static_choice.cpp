@@ -10,6 +10,8 @@
 // The same checks for a few pairs on 5- to 8-axis meshes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <mutex>
 #include <shardcast/comm/counting.hpp>
@@ -119,7 +121,24 @@ void check_pair(const std::array<int, N>& shape, const std::array<std::int64_t, 
   constexpr const sc::plan_set& ps = sc::static_plans<From, To, 2>;
   if (sc::detail::same_steps(o.chosen, ps[0])) ++t.first;
   else if (ps.size() > 1 && sc::detail::same_steps(o.chosen, ps[1])) ++t.second;
-  else ++t.runtime;
+  else {
+    // The run-time plan (verify then compared make_plan with itself): it must cost strictly
+    // less than every compile-time candidate on this mesh (elements, then collectives, then
+    // steps), each candidate's cost summed here step by step.
+    ++t.runtime;
+    for (int i = 0; i < ps.size(); ++i) {
+      double elements = 0;
+      for (int j = 0; j < ps[i].nsteps; ++j) elements += sc::detail::step_cost(ps[i][j], shape.data(), ext.data(), 2);
+      CAPTURE(i);
+      CAPTURE(elements);
+      CAPTURE(o.chosen.elements);
+      const double tol = 1e-12 * std::max(1.0, elements);
+      const bool fewer = o.chosen.elements < elements - tol;
+      const bool same = std::abs(o.chosen.elements - elements) <= tol;
+      REQUIRE((fewer || (same && (o.chosen.collectives < ps[i].collectives ||
+                                   (o.chosen.collectives == ps[i].collectives && o.chosen.nsteps < ps[i].nsteps)))));
+    }
+  }
   ++t.cases;
 }
 

@@ -17,6 +17,7 @@
 #include <shardcast/distribute.hpp>
 #include <shardcast/ops/elementwise.hpp>
 
+#include "common/differential.hpp"
 #include "common/failures.hpp"
 
 namespace optest {
@@ -128,57 +129,15 @@ std::int64_t volume(const std::array<std::int64_t, R>& e) {
   return v;
 }
 
-/// The global row-major index of each local element of the piece `b` of a tensor with extents `e`.
-inline std::vector<std::int64_t> global_indices(const sc::box& b, const std::int64_t* e) {
-  std::vector<std::int64_t> out(static_cast<std::size_t>(b.volume()));
-  for (std::int64_t i = 0; i < b.volume(); ++i) {
-    std::int64_t rem = i, g = 0, stride = 1;
-    std::int64_t loc[SHARDCAST_MAX_RANK]{};
-    for (int d = b.rank - 1; d >= 0; --d) {
-      loc[d] = rem % b.ext[d];
-      rem /= b.ext[d];
-    }
-    for (int d = b.rank - 1; d >= 0; --d) {
-      g += (b.off[d] + loc[d]) * stride;
-      stride *= e[d];
-    }
-    out[static_cast<std::size_t>(i)] = g;
-  }
-  return out;
-}
-
-/// A dynamic-layout dtensor holding `g` under layout `l` whose partial terms are not the
-/// "value on coordinate 0, identity elsewhere" that distribute makes: for sum/avg every
-/// rank of a partial group holds a different term (the terms still reduce to g), for
-/// max/min every rank holds a value at most/at least g. prod keeps distribute's terms.
+/// A dynamic-layout dtensor holding `g` under layout `l` whose partial terms differ from
+/// rank to rank and from element to element (testing::spread_partial_terms) rather than
+/// the "value on coordinate 0, identity elsewhere" that distribute makes, so an operator
+/// that treated a term as the whole tensor, or moved a term on one rank, would fail.
 template <class T, std::size_t R, class Mesh>
 sc::dtensor<T, static_cast<int>(R), sc::dynamic_layout, Mesh> make_terms(const Mesh& m, const sc::runtime_layout& l, const std::vector<T>& g,
                                                                          const std::array<std::int64_t, R>& e) {
   auto x = sc::distribute(m, l, g, e);
-  int k = 0, n = 1;  // this rank's index in its partial group, and the group size
-  sc::reduce_op op = sc::reduce_op::sum;
-  for (int a = 0; a < Mesh::naxes; ++a)
-    if (l[a].is_partial()) {
-      op = l[a].op;
-      k = k * m.size(a) + m.coord(a);
-      n *= m.size(a);
-    }
-  if (n == 1 || op == sc::reduce_op::prod) return x;
-  const auto gi = global_indices(x.local_box(), e.data());
-  T* p = x.data();
-  for (std::size_t i = 0; i < gi.size(); ++i) {
-    const T v = g[static_cast<std::size_t>(gi[i])];
-    auto c = [&](int q) { return static_cast<T>((gi[i] + q) % 3 - 1); };  // in {-1, 0, 1}
-    T rest = 0;
-    for (int q = 1; q < n; ++q) rest = static_cast<T>(rest + c(q));
-    switch (op) {
-      case sc::reduce_op::sum: p[i] = k == 0 ? static_cast<T>(v - rest) : c(k); break;
-      case sc::reduce_op::avg: p[i] = k == 0 ? static_cast<T>(v - rest) : static_cast<T>(v + c(k)); break;
-      case sc::reduce_op::max: p[i] = k == 0 ? v : static_cast<T>(v - (c(k) + 1)); break;
-      case sc::reduce_op::min: p[i] = k == 0 ? v : static_cast<T>(v + (c(k) + 1)); break;
-      case sc::reduce_op::prod: break;
-    }
-  }
+  sc::testing::spread_partial_terms(x, g);
   return x;
 }
 

@@ -618,7 +618,7 @@ class communicator {
   template <element_type T>
   void queued_broadcast(T* buf, std::size_t count, int root) {
     // The root returns without meeting anyone, so it learns of a failed peer here.
-    if (g_->world->aborted.load(std::memory_order_relaxed)) g_->throw_aborted("broadcast");
+    g_->throw_if_aborted("broadcast", std::memory_order_relaxed);
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t t = me.bcasts++;
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
@@ -776,7 +776,7 @@ class communicator {
     if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
     // An eager send (and a receive of one already sent) would otherwise complete after a
     // peer has failed; every call entered after the failure throws instead.
-    if (g_->world->aborted.load(std::memory_order_relaxed)) g_->throw_aborted(what);
+    g_->throw_if_aborted(what, std::memory_order_relaxed);
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
                       std::string("shardcast::host::") + what + ": peer " + std::to_string(peer) + " is not another rank of this communicator of size " +
                           std::to_string(size()));

@@ -97,6 +97,13 @@ struct in_process_group {
   [[noreturn]] void throw_aborted(const char* where) {
     throw comm_error(std::string(backend) + ": " + where + " abandoned: " + world->why());
   }
+  /// Throws comm_error if the world has aborted (a peer failed or timed out). `order`:
+  /// relaxed where the caller only needs to learn of the failure, not read what a peer wrote
+  /// before it.
+  void throw_if_aborted(const char* where, std::memory_order order = std::memory_order_acquire) {
+    if (world->aborted.load(order)) [[unlikely]]
+      throw_aborted(where);
+  }
   [[noreturn]] void throw_timeout(const char* where) {
     const std::string msg = std::string(backend) + ": " + where + " timed out after " + std::to_string(world->timeout.count()) +
                             " ms waiting for peers (a peer never arrived)";
@@ -122,7 +129,7 @@ struct in_process_group {
     int spins = spun ? pauses : 0;
     bool spun_by_time = spun;  // once per wait, after the pauses
     while (!ready()) {
-      if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+      throw_if_aborted(where);
       // No peer can change the channel under its mutex before we unlock: a change after this
       // load shows. A change made without the mutex (notify_lock_free) may have come between
       // the check above and this load: check again.
@@ -148,7 +155,7 @@ struct in_process_group {
     }
     const auto deadline = clock::now() + world->timeout;
     while (!ready()) {
-      if (world->aborted.load()) throw_aborted(where);
+      throw_if_aborted(where, std::memory_order_seq_cst);
       const auto now = clock::now();
       if (now >= deadline) throw_timeout(where);
       // Announce the sleep, then check once more. In the seq_cst order, a notify_lock_free
@@ -166,7 +173,7 @@ struct in_process_group {
   /// Every rank of the group meets here (see rank_barrier).
   /// @throws comm_error if the world aborts or the timeout passes first.
   void barrier(const char* where) {
-    if (world->aborted.load(std::memory_order_acquire)) throw_aborted(where);
+    throw_if_aborted(where);
     switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for, world->pauses)) {
       case rank_barrier::outcome::passed: return;
       case rank_barrier::outcome::aborted: throw_aborted(where);
