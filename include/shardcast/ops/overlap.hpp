@@ -16,7 +16,10 @@
 /// (ops/matmul.hpp) and carry over to the output unchanged; X may be `shard<0>` there
 /// (data parallelism) only on axes before `Axis`, so that the rows handled over `Axis`
 /// form one contiguous block (several axes sharding a dim nest in increasing axis order).
-/// Layouts that do not fit are compile errors saying what to change.
+/// Layouts that do not fit are compile errors saying what to change. With a
+/// `dynamic_layout` operand (either or both) the same rules are checked at run time: the
+/// result has a `dynamic_layout`, and layouts that do not fit throw `layout_error` naming
+/// the axis, the placements and what to change.
 ///
 /// `chunks == 1` is the unsplit sequential version: one collective on the calling thread,
 /// then one GEMM per member block (or the reverse); any call left with a single non-empty
@@ -96,7 +99,8 @@ struct lazy_stand_in {
 /// @tparam Axis the mesh axis X's rows are gathered over
 template <int Axis, class LX, class LW>
 struct all_gather_matmul_layout {
-  static_assert(layout_type<LX> && layout_type<LW>, "shardcast::all_gather_matmul: X and W need compile-time layouts (layout<P...>).");
+  static_assert(layout_type<LX> && layout_type<LW>, "shardcast::all_gather_matmul_layout: X and W need compile-time layouts (layout<P...>); with a dynamic_layout operand "
+                "all_gather_matmul returns a dynamic_layout tensor (all_gather_matmul_result_layout_t).");
   static_assert(LX::naxes == LW::naxes, "shardcast::all_gather_matmul: X and W must live on the same mesh (same number of axes).");
   static constexpr bool axis_ok = Axis >= 0 && Axis < LX::naxes;
   static_assert(axis_ok, "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
@@ -125,7 +129,8 @@ using all_gather_matmul_layout_t = typename all_gather_matmul_layout<Axis, LX, L
 /// @tparam Axis the mesh axis the product is reduce-scattered over (along its rows)
 template <int Axis, class LX, class LW>
 struct matmul_reduce_scatter_layout {
-  static_assert(layout_type<LX> && layout_type<LW>, "shardcast::matmul_reduce_scatter: X and W need compile-time layouts (layout<P...>).");
+  static_assert(layout_type<LX> && layout_type<LW>, "shardcast::matmul_reduce_scatter_layout: X and W need compile-time layouts (layout<P...>); with a dynamic_layout operand "
+                "matmul_reduce_scatter returns a dynamic_layout tensor (matmul_reduce_scatter_result_layout_t).");
   static_assert(LX::naxes == LW::naxes, "shardcast::matmul_reduce_scatter: X and W must live on the same mesh (same number of axes).");
   static constexpr bool axis_ok = Axis >= 0 && Axis < LX::naxes;
   static_assert(axis_ok, "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
@@ -144,6 +149,66 @@ struct matmul_reduce_scatter_layout {
 /// Shorthand for matmul_reduce_scatter_layout<Axis, LX, LW>::type.
 template <int Axis, class LX, class LW>
 using matmul_reduce_scatter_layout_t = detail::layout_with_t<typename matmul_reduce_scatter_layout<Axis, LX, LW>::type, Axis, shard<0>>;
+
+namespace detail {
+template <int Axis, class LX, class LW>
+struct lazy_reduce_scatter_layout {
+  using type = matmul_reduce_scatter_layout_t<Axis, LX, LW>;
+};
+}  // namespace detail
+
+/// The layout type of all_gather_matmul's result: all_gather_matmul_layout_t<Axis, LX, LW>
+/// for two compile-time layouts, dynamic_layout when X or W has a dynamic_layout (the
+/// layout value is then checked and computed at run time, with the same rules).
+template <int Axis, class LX, class LW>
+using all_gather_matmul_result_layout_t =
+    typename std::conditional_t<detail::is_dynamic_v<LX> || detail::is_dynamic_v<LW>, std::type_identity<dynamic_layout>,
+                                all_gather_matmul_layout<Axis, LX, LW>>::type;
+/// The same for matmul_reduce_scatter.
+template <int Axis, class LX, class LW>
+using matmul_reduce_scatter_result_layout_t =
+    typename std::conditional_t<detail::is_dynamic_v<LX> || detail::is_dynamic_v<LW>, std::type_identity<dynamic_layout>,
+                                detail::lazy_reduce_scatter_layout<Axis, LX, LW>>::type;
+
+namespace detail {
+/// The run-time form of all_gather_matmul_layout (`gather`) and matmul_reduce_scatter_layout
+/// (`!gather`) for layout values: the result's layout, or layout_error saying what to change.
+inline runtime_layout overlap_result_layout(bool gather, int axis, const runtime_layout& lx, const runtime_layout& lw) {
+  const std::string who = gather ? "shardcast::all_gather_matmul" : "shardcast::matmul_reduce_scatter";
+  const std::string head = who + "<" + std::to_string(axis) + ">: X has layout \"" + to_string(lx) + "\" and W \"" + to_string(lw) + "\": ";
+  SHARDCAST_EXPECTS(lx.naxes == lw.naxes, head + "X and W must live on the same mesh (same number of axes)");
+  SHARDCAST_EXPECTS(axis >= 0 && axis < lx.naxes, head + "mesh axis " + std::to_string(axis) + " is not an axis of the mesh");
+  const std::string on = " on mesh axis " + std::to_string(axis);
+  const placement_desc px = lx[axis], pw = lw[axis];
+  if (gather) {
+    SHARDCAST_EXPECTS(px.is_shard(0), head + "X is " + to_string(px) + on + " but must be S(0) there (its rows split); redistribute X to "
+                                             "S(0) on that axis, or call matmul if X is already gathered");
+    SHARDCAST_EXPECTS(pw.is_shard(1), head + "W is " + to_string(pw) + on + " but must be S(1) there (a column-parallel weight); "
+                                             "redistribute W to S(1) on that axis");
+  } else {
+    SHARDCAST_EXPECTS(px.is_shard(1), head + "X is " + to_string(px) + on + " but must be S(1) there (its columns split), so X * W is "
+                                             "P(sum) there; redistribute X to S(1) on that axis");
+    SHARDCAST_EXPECTS(pw.is_shard(0), head + "W is " + to_string(pw) + on + " but must be S(0) there (a row-parallel weight); "
+                                             "redistribute W to S(0) on that axis");
+  }
+  SHARDCAST_EXPECTS(!shards_dim_after(lx, 0, axis), head + "X is also S(0) on a mesh axis after " + std::to_string(axis) +
+                                                        ", so its rows over that axis are not one contiguous block; shard X's rows for "
+                                                        "data parallelism only on axes before the overlap axis, or make X R on the "
+                                                        "later axis");
+  runtime_layout a = lx;
+  if (gather) a[axis] = placement_desc::make_replicate();
+  const layout_rule r = matmul_rules(a, lw);
+  if (r.err != op_rule::ok)
+    throw layout_error(head + "on mesh axis " + std::to_string(r.axis) + " X is " + to_string(lx[r.axis]) + " and W is " +
+                       to_string(lw[r.axis]) +
+                       ", which matmul does not take; off the overlap axis the legal (X, W) -> result pairs are matmul's: (S(0), R) -> "
+                       "S(0), (R, S(1)) -> S(1), (S(1), S(0)) -> P(sum), (R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum), "
+                       "so redistribute X or W first (e.g. to R on that axis)");
+  runtime_layout out = r.out;
+  if (!gather) out[axis] = placement_desc::make_shard(0);
+  return out;
+}
+}  // namespace detail
 
 namespace detail {
 struct overlap_access;
@@ -298,20 +363,26 @@ void check_overlap_args(const Ctx& ctx, const MX& mx, const MW& mw, const std::i
 /// @throws layout_error if the extents, meshes or `chunks` do not fit
 /// @throws comm_error if a collective fails or a peer fails mid-pipeline
 template <int Axis, class T, class LX, class LW, class Mesh, class Gemm = host_gemm>
-dtensor<T, 2, all_gather_matmul_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(overlap_context<Mesh>& ctx, const dtensor<T, 2, LX, Mesh>& x,
-                                                                                 const dtensor<T, 2, LW, Mesh>& w, int chunks, Gemm gemm = {}) {
-  using LY = all_gather_matmul_layout_t<Axis, LX, LW>;
+dtensor<T, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(overlap_context<Mesh>& ctx,
+                                                                                        const dtensor<T, 2, LX, Mesh>& x,
+                                                                                        const dtensor<T, 2, LW, Mesh>& w, int chunks,
+                                                                                        Gemm gemm = {}) {
+  static_assert(Axis >= 0 && Axis < Mesh::naxes,
+                "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
+  using LY = all_gather_matmul_result_layout_t<Axis, LX, LW>;
   using ops = detail::memory_ops<host_memory>;
   const auto ex = x.global_extents(), ew = w.global_extents();
   detail::check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks, "shardcast::all_gather_matmul");
   const Mesh& m = x.mesh();
-  auto y = empty<LY, T>(m, std::array<std::int64_t, 2>{ex[0], ew[1]});
+  runtime_layout ly{};
+  if constexpr (detail::is_dynamic_v<LY>) ly = detail::overlap_result_layout(true, Axis, x.layout(), w.layout());
+  auto y = detail::make_output<T, 2, LY>(m, std::array<std::int64_t, 2>{ex[0], ew[1]}, ly, {});
   const box &bx = x.local_box(), &bw = w.local_box(), &by = y.local_box();
   SHARDCAST_EXPECTS(bx.off[1] == bw.off[0] && bx.ext[1] == bw.ext[0] && by.off[1] == bw.off[1] && by.ext[1] == bw.ext[1],
                     "shardcast::all_gather_matmul: local pieces of X and W do not line up");
   const int P = m.size(Axis), me = m.coord(Axis);
   const std::int64_t k = bx.ext[1], n = bw.ext[1];
-  const detail::row_pieces rp = detail::member_rows(m, Axis, LX::desc, ex.data(), by.off[0], by.ext[0], chunks);
+  const detail::row_pieces rp = detail::member_rows(m, Axis, x.layout(), ex.data(), by.off[0], by.ext[0], chunks);
 
   // Per piece c: P blocks of max_rows[c] rows of X, gathered; and, where this rank's piece
   // is shorter than the longest, a zero-padded copy to send.
@@ -379,23 +450,27 @@ dtensor<T, 2, all_gather_matmul_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(
 /// @throws layout_error if the extents, meshes or `chunks` do not fit
 /// @throws comm_error if a collective fails or a peer fails mid-pipeline
 template <int Axis, class T, class LX, class LW, class Mesh, class Gemm = host_gemm>
-dtensor<T, 2, matmul_reduce_scatter_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_scatter(overlap_context<Mesh>& ctx,
-                                                                                         const dtensor<T, 2, LX, Mesh>& x,
-                                                                                         const dtensor<T, 2, LW, Mesh>& w, int chunks,
-                                                                                         Gemm gemm = {}) {
-  using LZ = matmul_reduce_scatter_layout_t<Axis, LX, LW>;
+dtensor<T, 2, matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_scatter(overlap_context<Mesh>& ctx,
+                                                                                                const dtensor<T, 2, LX, Mesh>& x,
+                                                                                                const dtensor<T, 2, LW, Mesh>& w, int chunks,
+                                                                                                Gemm gemm = {}) {
+  static_assert(Axis >= 0 && Axis < Mesh::naxes,
+                "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
+  using LZ = matmul_reduce_scatter_result_layout_t<Axis, LX, LW>;
   using ops = detail::memory_ops<host_memory>;
   const auto ex = x.global_extents(), ew = w.global_extents();
   detail::check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks, "shardcast::matmul_reduce_scatter");
   const Mesh& m = x.mesh();
-  auto z = empty<LZ, T>(m, std::array<std::int64_t, 2>{ex[0], ew[1]});
+  runtime_layout lz{};
+  if constexpr (detail::is_dynamic_v<LZ>) lz = detail::overlap_result_layout(false, Axis, x.layout(), w.layout());
+  auto z = detail::make_output<T, 2, LZ>(m, std::array<std::int64_t, 2>{ex[0], ew[1]}, lz, {});
   const box &bx = x.local_box(), &bw = w.local_box(), &bz = z.local_box();
   SHARDCAST_EXPECTS(bx.off[1] == bw.off[0] && bx.ext[1] == bw.ext[0] && bz.off[1] == bw.off[1] && bz.ext[1] == bw.ext[1],
                     "shardcast::matmul_reduce_scatter: local pieces of X and W do not line up");
   const int P = m.size(Axis), me = m.coord(Axis);
   const std::int64_t k = bx.ext[1], n = bw.ext[1];
   // The members' Z rows tile this rank's X rows (the partial product's rows).
-  const detail::row_pieces rp = detail::member_rows(m, Axis, LZ::desc, ex.data(), bx.off[0], bx.ext[0], chunks);
+  const detail::row_pieces rp = detail::member_rows(m, Axis, z.layout(), ex.data(), bx.off[0], bx.ext[0], chunks);
 
   // Per piece c: P blocks of max_rows[c] rows of the partial product to reduce-scatter;
   // where this rank's piece is shorter, the result lands in a staging block first.
