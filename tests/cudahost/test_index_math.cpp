@@ -250,7 +250,17 @@ TEST_CASE("to_column_major: a column-major GEMM with the mapped arguments comput
             for (std::size_t i = 0; i < b.size(); ++i) b[i] = double(int(i % 5) - 2);
             for (std::size_t i = 0; i < c0.size(); ++i) c0[i] = double(int(i % 3));
             std::vector<double> want = c0, got = c0;
-            sc::host_gemm{}(ta, tb, m, n, k, a.data(), lda, b.data(), ldb, want.data(), ldc, acc);
+            // The row-major reference, written here: C(i,j) = sum_p op(A)(i,p) op(B)(p,j) (+ C0).
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (std::int64_t p = 0; p < k; ++p) {
+                  const double av = ta == gemm_op::n ? a[std::size_t(i * lda + p)] : a[std::size_t(p * lda + i)];
+                  const double bv = tb == gemm_op::n ? b[std::size_t(p * ldb + j)] : b[std::size_t(j * ldb + p)];
+                  s += av * bv;
+                }
+                want[std::size_t(i * ldc + j)] = acc ? want[std::size_t(i * ldc + j)] + s : s;
+              }
             REQUIRE(dd::gemm_strides_valid(ta, tb, m, n, k, lda, ldb, ldc));
             const auto g = dd::to_column_major(ta, tb, m, n, k, lda, ldb, ldc);
             colmajor_gemm(g.trans_x, g.trans_y, g.m, g.n, g.k, b.data(), g.ldx, a.data(), g.ldy, got.data(), g.ldc, acc);

@@ -105,7 +105,11 @@ TEST_CASE("nn: embedding backward refuses a gradient of the wrong size") {
     using emb_t = nn::vocab_parallel_embedding<double, decltype(mesh), nn::tensor_parallel<1, 0>>;
     emb_t emb(sc::distribute<emb_t::table_layout>(mesh, nn_ref::ints<double>(12, 0), std::array<i64, 2>{4, 3}));
     auto ids = sc::distribute<emb_t::ids_layout>(mesh, std::vector<i64>{1, 2}, std::array<i64, 1>{2});
+    // hidden size 2 instead of 3, and 3 tokens instead of 2
     auto dy = sc::distribute<emb_t::output_layout>(mesh, nn_ref::ints<double>(4, 0), std::array<i64, 2>{2, 2});
-    CHECK_THROWS_AS((void)emb.backward(ids, dy), sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)emb.backward(ids, dy), doctest::Contains("the output gradient is 2x2 but the lookup was 2x3"), sc::layout_error);
+    auto dy_tokens = sc::distribute<emb_t::output_layout>(mesh, nn_ref::ints<double>(9, 0), std::array<i64, 2>{3, 3});
+    CHECK_THROWS_WITH_AS((void)emb.backward(ids, dy_tokens), doctest::Contains("the output gradient is 3x3 but the lookup was 2x3"),
+                         sc::layout_error);
   });
 }

@@ -224,17 +224,21 @@ TEST_CASE("nn: mismatched extents throw layout_error") {
     auto w = sc::distribute<col_t::weight_layout>(mesh, nn_ref::ints<T>(12, 0), std::array<i64, 2>{3, 4});
     auto b4 = sc::distribute<col_t::bias_layout>(mesh, nn_ref::ints<T>(4, 0), std::array<i64, 1>{4});
     auto b5 = sc::distribute<col_t::bias_layout>(mesh, nn_ref::ints<T>(5, 0), std::array<i64, 1>{5});
-    CHECK_THROWS_AS(col_t(w, b5), sc::layout_error);
+    CHECK_THROWS_WITH_AS(col_t(w, b5), doctest::Contains("the bias has 5 elements but the weight is 3x4"), sc::layout_error);
     col_t fc(w, b4);
     auto x_bad = sc::distribute<col_t::input_layout>(mesh, nn_ref::ints<T>(10, 0), std::array<i64, 2>{5, 2});
-    CHECK_THROWS_AS((void)fc.forward(x_bad), sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)fc.forward(x_bad),
+                         doctest::Contains("column_parallel_linear::forward: the input has 2 features but the layer needs 3"), sc::layout_error);
     auto x = sc::distribute<col_t::input_layout>(mesh, nn_ref::ints<T>(15, 0), std::array<i64, 2>{5, 3});
     auto dy_bad = sc::distribute<col_t::output_layout>(mesh, nn_ref::ints<T>(16, 0), std::array<i64, 2>{4, 4});
-    CHECK_THROWS_AS((void)fc.backward(x, dy_bad), sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)fc.backward(x, dy_bad),
+                         doctest::Contains("column_parallel_linear::backward: the input has 5 tokens but the output gradient has 4"),
+                         sc::layout_error);
     auto w2 = sc::distribute<row_t::weight_layout>(mesh, nn_ref::ints<T>(12, 0), std::array<i64, 2>{4, 3});
     auto b2 = sc::distribute<row_t::bias_layout>(mesh, nn_ref::ints<T>(3, 0), std::array<i64, 1>{3});
     row_t fc2(w2, b2);
     auto h_bad = sc::distribute<row_t::input_layout>(mesh, nn_ref::ints<T>(15, 0), std::array<i64, 2>{5, 3});
-    CHECK_THROWS_AS((void)fc2.forward(h_bad), sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)fc2.forward(h_bad),
+                         doctest::Contains("row_parallel_linear::forward: the input has 3 features but the layer needs 4"), sc::layout_error);
   });
 }

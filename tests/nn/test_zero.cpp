@@ -83,8 +83,8 @@ void check_zero(std::array<int, 2> shape, std::array<i64, R> extents, Opt opt, R
     auto full = sc::distribute<UseLayout>(mesh, P, extents);
     auto z = nn::make_zero_param<Dp>(full, opt);
     using Z = decltype(z);
-    // Each element is stored once per copy over the axes other than DP and TP: with two
-    // axes, once in total.
+    // Each element is stored once per copy over the non-DP axes that do not shard it (the
+    // DP axis always shards the stored parameter).
     std::int64_t mine = static_cast<std::int64_t>(z.local_shard().local_size()), total = 0;
     comm.all_reduce(&mine, &total, 1, sc::reduce_op::sum);
     i64 copies = 1;

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <shardcast/layout.hpp>
 #include <shardcast/split.hpp>
+#include <utility>
 #include <vector>
 
 namespace sc = shardcast;
@@ -79,9 +80,24 @@ TEST_CASE("runtime_layout parses, prints and rejects bad text") {
   CHECK(sc::to_string(l) == "S(0),R,P(max),P(prod),S(2),R,P(sum)");
   CHECK(runtime_layout::parse(sc::to_string(l)) == l);
   CHECK(runtime_layout(sc::layout<sc::shard<1>, sc::partial<sc::avg>>{}) == runtime_layout::parse("S(1),P(avg)"));
-  for (const char* bad : {"", "S", "S()", "S(x)", "Q", "R,", ",R", "P(foo)", "S(0", "R(1)", "S(-1)", "S(99)"}) {
+  // Each bad text with the part of the message that names its fault.
+  const std::pair<const char*, const char*> bad_texts[] = {
+      {"", "empty layout text"},
+      {"S", "'S': shard needs a dim"},
+      {"S()", "'S()': shard needs a dim"},
+      {"S(x)", "'S(x)': shard dim must be a non-negative integer"},
+      {"Q", "unknown placement 'Q'"},
+      {"R,", "trailing comma"},
+      {",R", "empty placement at position 0"},
+      {"P(foo)", "'P(foo)': unknown reduce op 'foo'"},
+      {"S(0", "unbalanced parenthesis in 'S(0'"},
+      {"R(1)", "'R(1)': replicate takes no argument"},
+      {"S(-1)", "'S(-1)': shard dim must be a non-negative integer"},
+      {"S(99)", "'S(99)': shard dim exceeds the largest supported tensor rank"},
+  };
+  for (const auto& [bad, why] : bad_texts) {
     CAPTURE(bad);
-    CHECK_THROWS_AS(runtime_layout::parse(bad), sc::layout_error);
+    CHECK_THROWS_WITH_AS(runtime_layout::parse(bad), doctest::Contains(why), sc::layout_error);
   }
   CHECK_THROWS_WITH(runtime_layout::parse("R,X"), doctest::Contains("unknown placement 'X'"));
   CHECK_THROWS_WITH(runtime_layout::parse("S(0),R").validate(3, 2), doctest::Contains("mesh has 3 axes"));

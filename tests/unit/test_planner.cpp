@@ -72,12 +72,17 @@ TEST_CASE("multi-axis steps of one kind merge into one collective over the flatt
   auto p2 = plan("P(sum),P(sum)", "R,R");
   REQUIRE(p2.nsteps == 1);
   CHECK((p2[0].kind == step_kind::all_reduce && p2[0].axes == 3u));
+  CHECK(p2.elements == doctest::Approx(2.0 * 5 / 6 * 144));  // 2(n-1)/n of the 144 elements, n = 6
   auto p3 = plan("S(0),S(1)", "S(1),S(0)");
   REQUIRE(p3.nsteps == 1);
   CHECK((p3[0].kind == step_kind::all_to_all && p3[0].axes == 3u));
+  // The busiest rank, (1,0), holds rows 6..11 x cols 0..3 and needs rows 0..3 x cols 6..11:
+  // it keeps nothing of its 24 elements.
+  CHECK(p3.elements == doctest::Approx(24));
   auto p4 = plan("P(sum),P(sum)", "S(0),S(0)");
   REQUIRE(p4.nsteps == 1);
   CHECK((p4[0].kind == step_kind::reduce_scatter && p4[0].axes == 3u));
+  CHECK(p4.elements == doctest::Approx(5 * 24));  // 5 peers' 24-element chunks
   // Nesting: axis 1 is inner on dim 0, so no step may move axis 0 alone while axis 1
   // still shards the dim axis 0 shards (before or after the step).
   auto p5 = plan("S(0),S(0)", "R,S(0)");
