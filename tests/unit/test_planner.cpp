@@ -86,6 +86,7 @@ TEST_CASE("multi-axis steps of one kind merge into one collective over the flatt
   // Nesting: axis 1 is inner on dim 0, so no step may move axis 0 alone while axis 1
   // still shards the dim axis 0 shards (before or after the step).
   auto p5 = plan("S(0),S(0)", "R,S(0)");
+  REQUIRE(p5.nsteps > 0);  // (every step of every plan is checked the same way below, in check_all_pairs)
   for (int i = 0; i < p5.nsteps; ++i) {
     const auto& st = p5[i];
     if (st.axes != 1u || st.kind == step_kind::all_reduce || st.kind == step_kind::identity) continue;
@@ -126,6 +127,22 @@ void check_all_pairs(int naxes, const int* shape, const std::int64_t* ext, int r
         // Never two collectives of the same kind on the same axes back to back.
         for (int i = 1; i < p.nsteps; ++i)
           REQUIRE(!(sc::is_collective(p[i].kind) && p[i].kind == p[i - 1].kind && p[i].axes == p[i - 1].axes));
+        // Nesting (axes sharding one dim nest in increasing axis order): a step that moves data
+        // along an axis (all but all_reduce and identity) only gathers, scatters, slices, pads
+        // or all-to-alls an axis that is innermost, among the axes the step leaves alone, for
+        // the dims it shards before or after the step.
+        for (int i = 0; i < p.nsteps; ++i) {
+          const auto& st = p[i];
+          if (st.kind == step_kind::all_reduce || st.kind == step_kind::identity) continue;
+          for (int ax = 0; ax < naxes; ++ax) {
+            if (!(st.axes >> ax & 1u)) continue;
+            for (const auto& pl : {st.from[ax], st.to[ax]}) {
+              if (!pl.is_shard()) continue;
+              for (int later = ax + 1; later < naxes; ++later)
+                if (!(st.axes >> later & 1u)) REQUIRE(!st.from[later].is_shard(pl.dim));
+            }
+          }
+        }
       }
   }
 }
