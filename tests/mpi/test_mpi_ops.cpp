@@ -1,15 +1,14 @@
 // Operators on the MPI communicator, one process per rank: matmul, an elementwise op and a
 // reduction on partial inputs whose terms differ by rank, and the pipelined overlap
 // operators (all_gather_matmul, matmul_reduce_scatter), whose communication worker thread
-// makes the MPI calls (MPI initialised with MPI_THREAD_SERIALIZED), with static and
-// dynamic layouts; every result against a single-rank computation written here.
-#define DOCTEST_CONFIG_IMPLEMENT
+// makes the MPI calls (tests/mpi/mpi_main.cpp asks MPI for MPI_THREAD_SERIALIZED), with
+// static and dynamic layouts; every result against a single-rank computation
+// (tests/common/reference.hpp and loops here).
 #include <doctest/doctest.h>
 #include <mpi.h>
 
 #include <array>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -20,32 +19,22 @@
 #include <shardcast/shardcast.hpp>
 
 #include "common/differential.hpp"
+#include "common/reference.hpp"
 
 namespace sc = shardcast;
 namespace st = shardcast::testing;
 
+// The thread level MPI provides (tests/mpi/mpi_main.cpp asks for MPI_THREAD_SERIALIZED).
+extern int shardcast_test_mpi_thread_level;
+
 namespace {
-int g_thread_level = MPI_THREAD_SINGLE;
-
 using i64 = std::int64_t;
-
+using st::ref_gemm;
 template <class T>
 std::vector<T> ints(i64 n, int salt) {
-  std::vector<T> g(static_cast<std::size_t>(n));
-  for (i64 i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
-  return g;
+  return st::small_ints<T>(n, salt);
 }
-template <class T>
-std::vector<T> ref_gemm(const std::vector<T>& a, const std::vector<T>& b, i64 m, i64 k, i64 n) {
-  std::vector<T> c(static_cast<std::size_t>(m * n), T{});
-  for (i64 i = 0; i < m; ++i)
-    for (i64 j = 0; j < n; ++j) {
-      T s{};
-      for (i64 p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-      c[static_cast<std::size_t>(i * n + j)] = s;
-    }
-  return c;
-}
+
 
 /// A 2-axis mesh shape for p ranks: (2, p/2) when p is even, else (1, p).
 std::array<int, 2> shape2(int p) { return p % 2 == 0 ? std::array<int, 2>{2, p / 2} : std::array<int, 2>{1, p}; }
@@ -85,8 +74,8 @@ TEST_CASE("mpi: matmul, scale and sum over a dim on partial inputs match the glo
 }
 
 TEST_CASE("mpi: all_gather_matmul and matmul_reduce_scatter, pipelined on the worker thread, match the global GEMM") {
-  if (g_thread_level < MPI_THREAD_SERIALIZED) {
-    MESSAGE("skipped: this MPI provides thread level " << g_thread_level << ", below MPI_THREAD_SERIALIZED, which the worker needs");
+  if (shardcast_test_mpi_thread_level < MPI_THREAD_SERIALIZED) {
+    MESSAGE("skipped: this MPI provides thread level " << shardcast_test_mpi_thread_level << ", below MPI_THREAD_SERIALIZED, which the worker needs");
     return;
   }
   sc::mpi::communicator c(MPI_COMM_WORLD);
@@ -133,25 +122,4 @@ TEST_CASE("mpi: all_gather_matmul and matmul_reduce_scatter, pipelined on the wo
       }
     }
   }
-}
-
-// Like tests/mpi/mpi_main.cpp, with MPI_THREAD_SERIALIZED requested for the overlap worker.
-int main(int argc, char** argv) {
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &g_thread_level);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  doctest::Context ctx(argc, argv);
-  if (rank != 0) ctx.setOption("minimal", true);
-  int failed = 0;
-  try {
-    failed = ctx.run() != 0 ? 1 : 0;
-  } catch (...) {
-    failed = 1;
-  }
-  if (failed) std::fprintf(stderr, "rank %d: tests failed\n", rank);
-  int any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  MPI_Finalize();
-  return any;
 }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/reference.hpp"
+
 namespace nn_ref {
 
 using i64 = std::int64_t;
@@ -22,14 +24,7 @@ mat<T> ints(i64 n, int salt) {
 /// C[m,n] = A[m,k] B[k,n]
 template <class T>
 mat<T> matmul(const mat<T>& a, const mat<T>& b, i64 m, i64 k, i64 n) {
-  mat<T> c(static_cast<std::size_t>(m * n), T{});
-  for (i64 i = 0; i < m; ++i)
-    for (i64 j = 0; j < n; ++j) {
-      T s{};
-      for (i64 p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-      c[static_cast<std::size_t>(i * n + j)] = s;
-    }
-  return c;
+  return shardcast::testing::ref_gemm(a, b, m, k, n);
 }
 
 /// A[m,n] -> A^T[n,m]

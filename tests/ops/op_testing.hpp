@@ -19,6 +19,7 @@
 
 #include "common/differential.hpp"
 #include "common/failures.hpp"
+#include "common/reference.hpp"
 
 namespace optest {
 namespace sc = shardcast;
@@ -104,13 +105,13 @@ std::array<std::int64_t, R> random_extents(std::uint64_t seed) {
   return e;
 }
 
-/// Small integers in [-3, 3]; every sum, product and comparison of the tests is exact.
+/// Small integers in [-3, 3] (testing::small_ints); every sum, product and comparison of
+/// the tests is exact.
 template <class T>
 std::vector<T> ints(std::int64_t n, int salt) {
-  std::vector<T> g(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
-  return g;
+  return sc::testing::small_ints<T>(n, salt);
 }
+using sc::testing::ref_gemm;
 /// Values in {-2, -1, 1, 2}: products of a few stay small and never collapse to 0.
 template <class T>
 std::vector<T> units(std::int64_t n, int salt) {

@@ -16,6 +16,8 @@
 namespace sc = shardcast;
 
 namespace {
+using optest::ints;
+using optest::ref_gemm;
 using R = sc::replicate;
 using S0 = sc::shard<0>;
 using S1 = sc::shard<1>;
@@ -59,23 +61,6 @@ constexpr bool cross(list<L...>) {
 using legal = list<legal3<S0, R, S0>, legal3<R, S1, S1>, legal3<S1, S0, P>, legal3<R, R, R>, legal3<P, R, P>, legal3<R, P, P>>;
 static_assert(cross(legal{}));
 
-template <class T>
-std::vector<T> ints(std::int64_t n, int salt) {
-  std::vector<T> g(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
-  return g;
-}
-template <class T>
-std::vector<T> ref_gemm(const std::vector<T>& a, const std::vector<T>& b, std::int64_t m, std::int64_t k, std::int64_t n) {
-  std::vector<T> c(static_cast<std::size_t>(m * n), T{});
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) {
-      T s{};
-      for (std::int64_t p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-      c[static_cast<std::size_t>(i * n + j)] = s;
-    }
-  return c;
-}
 
 // Distributes A and B, multiplies, gathers C on every rank, compares with the reference.
 template <class T, class LA, class LB, int N>

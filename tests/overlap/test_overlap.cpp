@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/failures.hpp"
+#include "common/reference.hpp"
 
 namespace sc = shardcast;
 
@@ -37,25 +38,13 @@ static_assert(std::is_same_v<sc::matmul_reduce_scatter_layout_t<0, sc::layout<S1
 static_assert(std::is_same_v<sc::matmul_reduce_scatter_layout_t<1, sc::layout<S0, S1>, sc::layout<R, S0>>, sc::layout<S0, S0>>);
 static_assert(std::is_same_v<sc::matmul_reduce_scatter_layout_t<0, sc::layout<S1, P>, sc::layout<S0, R>>, sc::layout<S0, P>>);
 
-template <class T>
-std::vector<T> ints(std::int64_t n, int salt) {
-  std::vector<T> g(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
-  return g;
-}
-template <class T>
-std::vector<T> ref_gemm(const std::vector<T>& a, const std::vector<T>& b, std::int64_t m, std::int64_t k, std::int64_t n) {
-  std::vector<T> c(static_cast<std::size_t>(m * n), T{});
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) {
-      T s{};
-      for (std::int64_t p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-      c[static_cast<std::size_t>(i * n + j)] = s;
-    }
-  return c;
-}
 
 using failures = shardcast::testing::failures;
+using shardcast::testing::ref_gemm;
+template <class T>
+std::vector<T> ints(std::int64_t n, int salt) {
+  return shardcast::testing::small_ints<T>(n, salt);
+}
 
 // A partial layout has many local decompositions of one tensor (the planner may reduce a
 // partial axis early when that sends less), so against redistribute + matmul the reduced

@@ -17,12 +17,18 @@
 
 #include "common/differential.hpp"
 #include "common/failures.hpp"
+#include "common/reference.hpp"
 
 namespace sc = shardcast;
 
 namespace {
 using pd = sc::placement_desc;
 using failures = shardcast::testing::failures;
+using shardcast::testing::ref_gemm;
+template <class T>
+std::vector<T> ints(std::int64_t n, int salt) {
+  return shardcast::testing::small_ints<T>(n, salt);
+}
 
 const pd kR = pd::make_replicate(), kS0 = pd::make_shard(0), kS1 = pd::make_shard(1), kPsum = pd::make_partial(sc::reduce_op::sum),
          kPmax = pd::make_partial(sc::reduce_op::max);
@@ -82,23 +88,6 @@ std::vector<sc::runtime_layout> layouts(int naxes, const std::vector<pd>& from) 
   return out;
 }
 
-template <class T>
-std::vector<T> ints(std::int64_t n, int salt) {
-  std::vector<T> g(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) g[static_cast<std::size_t>(i)] = static_cast<T>((i * 5 + salt) % 7 - 3);
-  return g;
-}
-template <class T>
-std::vector<T> ref_gemm(const std::vector<T>& a, const std::vector<T>& b, std::int64_t m, std::int64_t k, std::int64_t n) {
-  std::vector<T> c(static_cast<std::size_t>(m * n), T{});
-  for (std::int64_t i = 0; i < m; ++i)
-    for (std::int64_t j = 0; j < n; ++j) {
-      T s{};
-      for (std::int64_t p = 0; p < k; ++p) s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
-      c[static_cast<std::size_t>(i * n + j)] = s;
-    }
-  return c;
-}
 template <class X>
 std::vector<typename X::value_type> local_copy(const X& x) {
   return std::vector<typename X::value_type>(x.data(), x.data() + x.local_size());

@@ -342,6 +342,19 @@ void check_overlap_args(const Ctx& ctx, const MX& mx, const MW& mw, const std::i
   SHARDCAST_EXPECTS(ex[1] == ew[0], std::string(who) + ": X is " + std::to_string(ex[0]) + "x" + std::to_string(ex[1]) + " but W is " +
                                         std::to_string(ew[0]) + "x" + std::to_string(ew[1]) + "; X's columns must equal W's rows");
 }
+
+/// The checks both overlap operators start with (check_overlap_args and, for dynamic
+/// layouts, overlap_result_layout), then the result Y = X W of layout LY, uninitialised.
+template <class LY, int Axis, bool Gather, class T, class LX, class LW, class Mesh>
+dtensor<T, 2, LY, Mesh> overlap_output(const overlap_context<Mesh>& ctx, const dtensor<T, 2, LX, Mesh>& x, const dtensor<T, 2, LW, Mesh>& w,
+                                       int chunks) {
+  const auto ex = x.global_extents(), ew = w.global_extents();
+  check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks,
+                     Gather ? "shardcast::all_gather_matmul" : "shardcast::matmul_reduce_scatter");
+  runtime_layout l{};
+  if constexpr (is_dynamic_v<LY>) l = overlap_result_layout(Gather, Axis, x.layout(), w.layout());
+  return make_output<T, 2, LY>(x.mesh(), std::array<std::int64_t, 2>{ex[0], ew[1]}, l, {});
+}
 }  // namespace detail
 
 /// Y = all_gather(X) * W, pipelined: the all-gather of X's row piece c+1 over mesh axis
@@ -369,14 +382,10 @@ dtensor<T, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_
                                                                                         Gemm gemm = {}) {
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
-  using LY = all_gather_matmul_result_layout_t<Axis, LX, LW>;
   using ops = detail::memory_ops<host_memory>;
-  const auto ex = x.global_extents(), ew = w.global_extents();
-  detail::check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks, "shardcast::all_gather_matmul");
+  auto y = detail::overlap_output<all_gather_matmul_result_layout_t<Axis, LX, LW>, Axis, true>(ctx, x, w, chunks);
+  const auto ex = x.global_extents();
   const Mesh& m = x.mesh();
-  runtime_layout ly{};
-  if constexpr (detail::is_dynamic_v<LY>) ly = detail::overlap_result_layout(true, Axis, x.layout(), w.layout());
-  auto y = detail::make_output<T, 2, LY>(m, std::array<std::int64_t, 2>{ex[0], ew[1]}, ly, {});
   const box &bx = x.local_box(), &bw = w.local_box(), &by = y.local_box();
   SHARDCAST_EXPECTS(bx.off[1] == bw.off[0] && bx.ext[1] == bw.ext[0] && by.off[1] == bw.off[1] && by.ext[1] == bw.ext[1],
                     "shardcast::all_gather_matmul: local pieces of X and W do not line up");
@@ -456,14 +465,10 @@ dtensor<T, 2, matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Mesh> matmul_
                                                                                                 Gemm gemm = {}) {
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
-  using LZ = matmul_reduce_scatter_result_layout_t<Axis, LX, LW>;
   using ops = detail::memory_ops<host_memory>;
-  const auto ex = x.global_extents(), ew = w.global_extents();
-  detail::check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks, "shardcast::matmul_reduce_scatter");
+  auto z = detail::overlap_output<matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Axis, false>(ctx, x, w, chunks);
+  const auto ex = x.global_extents();
   const Mesh& m = x.mesh();
-  runtime_layout lz{};
-  if constexpr (detail::is_dynamic_v<LZ>) lz = detail::overlap_result_layout(false, Axis, x.layout(), w.layout());
-  auto z = detail::make_output<T, 2, LZ>(m, std::array<std::int64_t, 2>{ex[0], ew[1]}, lz, {});
   const box &bx = x.local_box(), &bw = w.local_box(), &bz = z.local_box();
   SHARDCAST_EXPECTS(bx.off[1] == bw.off[0] && bx.ext[1] == bw.ext[0] && bz.off[1] == bw.off[1] && bz.ext[1] == bw.ext[1],
                     "shardcast::matmul_reduce_scatter: local pieces of X and W do not line up");
