@@ -81,6 +81,25 @@ constexpr bool shards_dim_after(const runtime_layout& l, int d, int axis) {
   return false;
 }
 
+/// What the overlap operators need of X and W besides matmul's rule, as fault bits (0: all
+/// met). One source for the compile-time layout structs and the run-time check of
+/// dynamic layouts (overlap_result_layout). `gather`: all_gather_matmul, else
+/// matmul_reduce_scatter.
+enum overlap_fault : unsigned {
+  overlap_axis = 1u,         ///< `axis` is not a mesh axis
+  overlap_x_placement = 2u,  ///< X is not S(0) (gather) or S(1) (scatter) on `axis`
+  overlap_w_placement = 4u,  ///< W is not S(1) (gather) or S(0) (scatter) on `axis`
+  overlap_nesting = 8u,      ///< X is also S(0) on a mesh axis after `axis`
+};
+constexpr unsigned overlap_faults(bool gather, int axis, const runtime_layout& lx, const runtime_layout& lw) {
+  if (axis < 0 || axis >= lx.naxes) return overlap_axis;
+  unsigned f = 0;
+  if (!lx[axis].is_shard(gather ? 0 : 1)) f |= overlap_x_placement;
+  if (!lw[axis].is_shard(gather ? 1 : 0)) f |= overlap_w_placement;
+  if (shards_dim_after(lx, 0, axis)) f |= overlap_nesting;
+  return f;
+}
+
 template <class LX, class LW>
 struct lazy_matmul_layout {
   using type = matmul_layout_t<LX, LW>;
@@ -102,19 +121,20 @@ struct all_gather_matmul_layout {
   static_assert(layout_type<LX> && layout_type<LW>, "shardcast::all_gather_matmul_layout: X and W need compile-time layouts (layout<P...>); with a dynamic_layout operand "
                 "all_gather_matmul returns a dynamic_layout tensor (all_gather_matmul_result_layout_t).");
   static_assert(LX::naxes == LW::naxes, "shardcast::all_gather_matmul: X and W must live on the same mesh (same number of axes).");
-  static constexpr bool axis_ok = Axis >= 0 && Axis < LX::naxes;
+  static constexpr unsigned faults = detail::overlap_faults(true, Axis, LX::desc, LW::desc);
+  static constexpr bool axis_ok = !(faults & detail::overlap_axis);
   static_assert(axis_ok, "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
-  static constexpr bool x_ok = !axis_ok || LX::desc[Axis].is_shard(0);
+  static constexpr bool x_ok = !(faults & detail::overlap_x_placement);
   static_assert(x_ok, "shardcast::all_gather_matmul<Axis>: X must be shard<0> on mesh axis Axis (its rows, e.g. the tokens of sequence "
                       "parallelism, split there); redistribute X to shard<0> on that axis, or call matmul if X is already gathered.");
-  static constexpr bool w_ok = !axis_ok || LW::desc[Axis].is_shard(1);
+  static constexpr bool w_ok = !(faults & detail::overlap_w_placement);
   static_assert(w_ok, "shardcast::all_gather_matmul<Axis>: W must be shard<1> on mesh axis Axis (a column-parallel weight), so the "
                       "product comes out shard<1> there; redistribute W to shard<1> on that axis.");
-  static constexpr bool nest_ok = !axis_ok || !detail::shards_dim_after(LX::desc, 0, Axis);
+  static constexpr bool nest_ok = !(faults & detail::overlap_nesting);
   static_assert(nest_ok, "shardcast::all_gather_matmul<Axis>: X is also shard<0> on a mesh axis after Axis, so the rows gathered over "
                          "Axis are not one contiguous block; shard X's rows for data parallelism only on axes before Axis (e.g. data "
                          "on axis 0, overlap on axis 1), or make X replicate on the later axis.");
-  using type = typename std::conditional_t<axis_ok && x_ok && w_ok && nest_ok,
+  using type = typename std::conditional_t<faults == 0,
                                            detail::lazy_matmul_layout<detail::layout_with_t<LX, Axis, replicate>, LW>,
                                            detail::lazy_stand_in<LX>>::type;
 };
@@ -132,19 +152,20 @@ struct matmul_reduce_scatter_layout {
   static_assert(layout_type<LX> && layout_type<LW>, "shardcast::matmul_reduce_scatter_layout: X and W need compile-time layouts (layout<P...>); with a dynamic_layout operand "
                 "matmul_reduce_scatter returns a dynamic_layout tensor (matmul_reduce_scatter_result_layout_t).");
   static_assert(LX::naxes == LW::naxes, "shardcast::matmul_reduce_scatter: X and W must live on the same mesh (same number of axes).");
-  static constexpr bool axis_ok = Axis >= 0 && Axis < LX::naxes;
+  static constexpr unsigned faults = detail::overlap_faults(false, Axis, LX::desc, LW::desc);
+  static constexpr bool axis_ok = !(faults & detail::overlap_axis);
   static_assert(axis_ok, "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
-  static constexpr bool x_ok = !axis_ok || LX::desc[Axis].is_shard(1);
+  static constexpr bool x_ok = !(faults & detail::overlap_x_placement);
   static_assert(x_ok, "shardcast::matmul_reduce_scatter<Axis>: X must be shard<1> on mesh axis Axis (a row-parallel input: its columns "
                       "split there), so X * W is partial<sum> there; redistribute X to shard<1> on that axis.");
-  static constexpr bool w_ok = !axis_ok || LW::desc[Axis].is_shard(0);
+  static constexpr bool w_ok = !(faults & detail::overlap_w_placement);
   static_assert(w_ok, "shardcast::matmul_reduce_scatter<Axis>: W must be shard<0> on mesh axis Axis (a row-parallel weight), so X * W "
                       "is partial<sum> there; redistribute W to shard<0> on that axis.");
-  static constexpr bool nest_ok = !axis_ok || !detail::shards_dim_after(LX::desc, 0, Axis);
+  static constexpr bool nest_ok = !(faults & detail::overlap_nesting);
   static_assert(nest_ok, "shardcast::matmul_reduce_scatter<Axis>: X is also shard<0> on a mesh axis after Axis, so the rows scattered "
                          "over Axis would not nest inside the later axis' rows; shard X's rows for data parallelism only on axes before "
                          "Axis, or make X replicate on the later axis.");
-  using type = typename std::conditional_t<axis_ok && x_ok && w_ok && nest_ok, detail::lazy_matmul_layout<LX, LW>, detail::lazy_stand_in<LX>>::type;
+  using type = typename std::conditional_t<faults == 0, detail::lazy_matmul_layout<LX, LW>, detail::lazy_stand_in<LX>>::type;
 };
 /// Shorthand for matmul_reduce_scatter_layout<Axis, LX, LW>::type.
 template <int Axis, class LX, class LW>
@@ -177,24 +198,24 @@ inline runtime_layout overlap_result_layout(bool gather, int axis, const runtime
   const std::string who = gather ? "shardcast::all_gather_matmul" : "shardcast::matmul_reduce_scatter";
   const std::string head = who + "<" + std::to_string(axis) + ">: X has layout \"" + to_string(lx) + "\" and W \"" + to_string(lw) + "\": ";
   SHARDCAST_EXPECTS(lx.naxes == lw.naxes, head + "X and W must live on the same mesh (same number of axes)");
-  SHARDCAST_EXPECTS(axis >= 0 && axis < lx.naxes, head + "mesh axis " + std::to_string(axis) + " is not an axis of the mesh");
+  const unsigned f = overlap_faults(gather, axis, lx, lw);
+  SHARDCAST_EXPECTS(!(f & overlap_axis), head + "mesh axis " + std::to_string(axis) + " is not an axis of the mesh");
   const std::string on = " on mesh axis " + std::to_string(axis);
-  const placement_desc px = lx[axis], pw = lw[axis];
+  const std::string px = to_string(lx[axis]), pw = to_string(lw[axis]);
   if (gather) {
-    SHARDCAST_EXPECTS(px.is_shard(0), head + "X is " + to_string(px) + on + " but must be S(0) there (its rows split); redistribute X to "
-                                             "S(0) on that axis, or call matmul if X is already gathered");
-    SHARDCAST_EXPECTS(pw.is_shard(1), head + "W is " + to_string(pw) + on + " but must be S(1) there (a column-parallel weight); "
-                                             "redistribute W to S(1) on that axis");
+    SHARDCAST_EXPECTS(!(f & overlap_x_placement), head + "X is " + px + on + " but must be S(0) there (its rows split); redistribute X "
+                                                         "to S(0) on that axis, or call matmul if X is already gathered");
+    SHARDCAST_EXPECTS(!(f & overlap_w_placement), head + "W is " + pw + on + " but must be S(1) there (a column-parallel weight); "
+                                                         "redistribute W to S(1) on that axis");
   } else {
-    SHARDCAST_EXPECTS(px.is_shard(1), head + "X is " + to_string(px) + on + " but must be S(1) there (its columns split), so X * W is "
-                                             "P(sum) there; redistribute X to S(1) on that axis");
-    SHARDCAST_EXPECTS(pw.is_shard(0), head + "W is " + to_string(pw) + on + " but must be S(0) there (a row-parallel weight); "
-                                             "redistribute W to S(0) on that axis");
+    SHARDCAST_EXPECTS(!(f & overlap_x_placement), head + "X is " + px + on + " but must be S(1) there (its columns split), so X * W is "
+                                                         "P(sum) there; redistribute X to S(1) on that axis");
+    SHARDCAST_EXPECTS(!(f & overlap_w_placement), head + "W is " + pw + on + " but must be S(0) there (a row-parallel weight); "
+                                                         "redistribute W to S(0) on that axis");
   }
-  SHARDCAST_EXPECTS(!shards_dim_after(lx, 0, axis), head + "X is also S(0) on a mesh axis after " + std::to_string(axis) +
-                                                        ", so its rows over that axis are not one contiguous block; shard X's rows for "
-                                                        "data parallelism only on axes before the overlap axis, or make X R on the "
-                                                        "later axis");
+  SHARDCAST_EXPECTS(!(f & overlap_nesting), head + "X is also S(0) on a mesh axis after " + std::to_string(axis) +
+                                                 ", so its rows over that axis are not one contiguous block; shard X's rows for data "
+                                                 "parallelism only on axes before the overlap axis, or make X R on the later axis");
   runtime_layout a = lx;
   if (gather) a[axis] = placement_desc::make_replicate();
   const layout_rule r = matmul_rules(a, lw);
