@@ -266,9 +266,8 @@ inline std::vector<placement_desc> placements(int rank, reduce_op op) {
   return v;
 }
 
-/// Every layout over `naxes` axes built from `placements(rank, op)`.
-inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op) {
-  const auto ps = placements(rank, op);
+/// Every layout over `naxes` axes whose placements come from `ps` (axis 0 varying fastest).
+inline std::vector<runtime_layout> every_layout(const std::vector<placement_desc>& ps, int naxes) {
   std::vector<runtime_layout> out;
   std::size_t total = 1;
   for (int a = 0; a < naxes; ++a) total *= ps.size();
@@ -284,6 +283,9 @@ inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op
   }
   return out;
 }
+
+/// Every layout over `naxes` axes built from `placements(rank, op)`.
+inline std::vector<runtime_layout> all_layouts(int naxes, int rank, reduce_op op) { return every_layout(placements(rank, op), naxes); }
 
 /// Calls f(src, dst) for the layout pairs a differential sweep covers for rank-`rank`
 /// tensors on `naxes`-axis meshes: every `stride`-th pair of each reduce op's layouts, and on

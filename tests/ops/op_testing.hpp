@@ -39,19 +39,8 @@ inline std::vector<sc::reduce_op> all_ops() {
 
 /// Every layout over `naxes` axes built from `ps` that does not mix partial ops.
 inline std::vector<sc::runtime_layout> layouts(const std::vector<pd>& ps, int naxes) {
-  std::vector<sc::runtime_layout> out;
-  std::size_t total = 1;
-  for (int a = 0; a < naxes; ++a) total *= ps.size();
-  for (std::size_t i = 0; i < total; ++i) {
-    sc::runtime_layout l;
-    l.naxes = naxes;
-    std::size_t k = i;
-    for (int a = 0; a < naxes; ++a) {
-      l[a] = ps[k % ps.size()];
-      k /= ps.size();
-    }
-    if (sc::detail::same_op_partials(l)) out.push_back(l);
-  }
+  std::vector<sc::runtime_layout> out = sc::testing::every_layout(ps, naxes);
+  std::erase_if(out, [](const sc::runtime_layout& l) { return !sc::detail::same_op_partials(l); });
   return out;
 }
 

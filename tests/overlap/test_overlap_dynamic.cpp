@@ -64,30 +64,6 @@ std::optional<sc::runtime_layout> expected(bool gather, int axis, const sc::runt
   return out;
 }
 
-sc::runtime_layout make_layout(const std::vector<pd>& p) {
-  sc::runtime_layout l;
-  l.naxes = static_cast<int>(p.size());
-  for (std::size_t a = 0; a < p.size(); ++a) l[static_cast<int>(a)] = p[a];
-  return l;
-}
-
-/// Every layout over `naxes` axes from `from`.
-std::vector<sc::runtime_layout> layouts(int naxes, const std::vector<pd>& from) {
-  std::vector<sc::runtime_layout> out;
-  std::size_t total = 1;
-  for (int a = 0; a < naxes; ++a) total *= from.size();
-  for (std::size_t i = 0; i < total; ++i) {
-    std::vector<pd> p(static_cast<std::size_t>(naxes));
-    std::size_t r = i;
-    for (int a = naxes - 1; a >= 0; --a) {
-      p[static_cast<std::size_t>(a)] = from[r % from.size()];
-      r /= from.size();
-    }
-    out.push_back(make_layout(p));
-  }
-  return out;
-}
-
 template <class X>
 std::vector<typename X::value_type> local_copy(const X& x) {
   return std::vector<typename X::value_type>(x.data(), x.data() + x.local_size());
@@ -97,7 +73,7 @@ std::vector<typename X::value_type> local_copy(const X& x) {
 TEST_CASE("the run-time overlap rule matches the test's table for every layout pair and axis on 1- to 3-axis meshes") {
   std::size_t legal = 0, illegal = 0;
   for (int naxes = 1; naxes <= 3; ++naxes) {
-    const auto all = layouts(naxes, kPlacements);
+    const auto all = shardcast::testing::every_layout(kPlacements, naxes);
     for (const auto& x : all)
       for (const auto& w : all)
         for (int axis = 0; axis < naxes; ++axis)
@@ -176,7 +152,7 @@ std::size_t run_legal_pairs(const std::array<int, N>& shape, std::int64_t t, std
     return p;
   }();
   const std::vector<pd> from{kR, kS0, kS1, kPsum};
-  const auto all = layouts(static_cast<int>(N), from);
+  const auto all = shardcast::testing::every_layout(from, static_cast<int>(N));
   using T = std::int64_t;
   const auto xg = ints<T>(t * h, 1), wg = ints<T>(h * o, 4);
   const auto ref = ref_gemm(xg, wg, t, h, o);
