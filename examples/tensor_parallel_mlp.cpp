@@ -8,7 +8,7 @@
 // a target, backward (mirrored collectives), then for each parameter a reduce-scatter of
 // its gradient over the DP axis, an optimizer step on this rank's shard and an all-gather
 // of the parameter. The same MLP and optimizer computed globally in double on one rank is
-// the reference: each step's loss and the final weights must agree within the stated
+// the reference: each step's loss and input gradient and the final weights must agree within the stated
 // tolerance, or the program exits with status 1.
 //
 //   tensor_parallel_mlp [--backend host|mpi] [--mesh DPxTP] [--ranks N] [--steps K]
@@ -43,9 +43,11 @@ namespace {
 
 // Agreement between the float distributed run and the double reference: each step's loss
 // within a relative 1e-5, each final weight within 1e-5 * (1 + |reference|) (observed: about
-// 1e-7 for the default sizes; float sums over d_model, d_ff and the tokens in another order).
+// 1e-7 for the default sizes; float sums over d_model, d_ff and the tokens in another order),
+// each step's input gradient dL/dx within 1e-5 of its largest element.
 constexpr double loss_rtol = 1e-5;
 constexpr double weight_tol = 1e-5;
+constexpr double input_grad_rtol = 1e-5;
 
 struct config {
   std::string backend = "host";
@@ -158,6 +160,7 @@ constexpr double adam_lr = 0.01, adam_b1 = 0.9, adam_b2 = 0.999, adam_eps = 1e-8
 
 struct reference {
   std::vector<double> losses;
+  std::vector<std::vector<double>> input_grads;  ///< per step, dL/dx [tokens, d_model]
   problem final_params;
 };
 
@@ -201,12 +204,17 @@ reference run_reference(const config& c, problem p) {
           at(dh, t * F + f) += g * at(p.w2, f * D + d);
         }
       }
+    std::vector<double> dx(p.x.size(), 0.0);
     for (i64 t = 0; t < T; ++t)
       for (i64 f = 0; f < F; ++f) {
         const double g = at(dh, t * F + f) * gelu_grad_ref(at(h, t * F + f));
         at(db1, f) += g;
-        for (i64 d = 0; d < D; ++d) at(dw1, d * F + f) += at(p.x, t * D + d) * g;
+        for (i64 d = 0; d < D; ++d) {
+          at(dw1, d * F + f) += at(p.x, t * D + d) * g;
+          at(dx, t * D + d) += g * at(p.w1, d * F + f);
+        }
       }
+    r.input_grads.push_back(std::move(dx));
     o[0].step(p.w1, dw1, s);
     o[1].step(p.b1, db1, s);
     o[2].step(p.w2, dw2, s);
@@ -293,7 +301,19 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
     const double want = ref.losses[static_cast<std::size_t>(s - 1)];
     const bool ok = std::abs(loss - want) <= loss_rtol * std::abs(want);
     mismatches += ok ? 0 : 1;
-    if (lead) std::printf("  step %d  loss %.7f  reference %.7f  %s\n", s, loss, want, ok ? "ok" : "MISMATCH");
+    // The input gradient (what a layer below would receive), gathered: collective.
+    const std::vector<float> dx = sc::to_global(g1.input);
+    const std::vector<double>& dx_want = ref.input_grads[static_cast<std::size_t>(s - 1)];
+    double dx_err = dx.size() == dx_want.size() ? 0 : 1, dx_max = 0;
+    for (std::size_t i = 0; i < dx.size() && i < dx_want.size(); ++i) {
+      dx_err = std::max(dx_err, std::abs(double(dx[i]) - dx_want[i]));
+      dx_max = std::max(dx_max, std::abs(dx_want[i]));
+    }
+    const bool dx_ok = dx.size() == dx_want.size() && dx_err <= input_grad_rtol * dx_max;
+    mismatches += dx_ok ? 0 : 1;
+    if (lead)
+      std::printf("  step %d  loss %.7f  reference %.7f  %s   dL/dx max error %.1e of max |dL/dx| %.1e  %s\n", s, loss, want,
+                  ok ? "ok" : "MISMATCH", dx_err, dx_max, dx_ok ? "ok" : "MISMATCH");
   }
 
   // Final weights, gathered on every rank, against the reference.
@@ -317,8 +337,9 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
   compare("b2", fc2.bias, ref.final_params.b2);
   if (lead)
     std::printf(mismatches ? "tensor_parallel_mlp: %d mismatches with the single-rank reference\n"
-                           : "tensor_parallel_mlp: every step's loss and the final weights match the single-rank reference "
-                             "(loss within 1e-5 relative, weights within 1e-5 * (1 + |w|))\n",
+                           : "tensor_parallel_mlp: every step's loss and input gradient and the final weights match the single-rank "
+                             "reference (loss within 1e-5 relative, dL/dx within 1e-5 of its largest element, weights within "
+                             "1e-5 * (1 + |w|))\n",
                 mismatches);
   return mismatches;
 }

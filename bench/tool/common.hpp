@@ -5,6 +5,7 @@
 /// reference, bandwidth definitions and the table format.
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,7 @@ struct options {
   double factor = 2.0;
   std::size_t increment = 0;  // -i: additive step; 0 means use -f
   int iters = 20, warmup = 5, check = 1;
+  double warmup_ms = 10;  // --warmup-ms: the untimed calls of each size last at least this long (host-memory backends)
   int batches = 1;  // --batches: time this many batches of `iters` calls; a row shows the median batch
   bool inplace = false;  // --inplace: nccl-tests' in-place form of all_reduce, all_gather, reduce_scatter
   dtype type = dtype::f32;
@@ -289,6 +291,9 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  -i, --stepbytes SIZE  add SIZE between rows instead of -f\n"
                "  -n, --iters N         timed iterations per size, default 20\n"
                "  -w, --warmup_iters N  untimed iterations before, default 5\n"
+               "  --warmup-ms MS        and untimed calls until every rank has spent MS milliseconds in\n"
+               "                        them, so the timed calls start with the ranks settled on their\n"
+               "                        CPUs; default 10 (host-memory backends; 0: -w calls only)\n"
                "  -c, --check 0|1       check every rank's result against a reference, default 1\n"
                "  -d, --datatype T      float double int32 int64 uint32 uint64, default float\n"
                "  -o, --op OP           sum avg max min prod, default sum\n"
@@ -336,6 +341,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
       else if (a == "-i" || a == "--stepbytes") o.increment = parse_size(val());
       else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
       else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
+      else if (a == "--warmup-ms") o.warmup_ms = std::stod(val());
       else if (a == "-c" || a == "--check") o.check = std::stoi(val());
       else if (a == "-r" || a == "--root") o.root = std::stoi(val());
       else if (a == "--batches") o.batches = std::stoi(val());
@@ -358,6 +364,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     if (!o.increment && o.factor <= 1.0 && o.min_bytes != o.max_bytes) throw std::invalid_argument("-f must be greater than 1");
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
     if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");
+    if (!(o.warmup_ms >= 0 && o.warmup_ms <= 60000)) throw std::invalid_argument("--warmup-ms must be between 0 and 60000");
     if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
     if (o.inplace && (o.op_kind == coll::all_to_all || o.op_kind == coll::sendrecv))
       throw std::invalid_argument(std::string("--inplace: ") + to_string(o.op_kind) +
@@ -377,6 +384,33 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+/// The untimed calls before a size's timed batches: `o.warmup` calls of `once`, then more
+/// until every rank has spent `o.warmup_ms` in them. `slowest(ms)` returns the largest of
+/// all ranks' `ms` (a collective), so every rank makes the same number of calls. Right
+/// after a wait (the sweep's start, or rank 0 measuring memcpy or running the MPI baseline
+/// while the others slept), the scheduler may keep two rank threads on one CPU for a few
+/// milliseconds, and a short first batch would time them taking turns.
+template <class Once, class Slowest>
+void warm_up(const options& o, Once&& once, Slowest&& slowest) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.warmup; ++i) once();
+  if (o.warmup_ms <= 0) return;
+  for (int chunk = 1;; chunk = chunk < 64 ? 2 * chunk : chunk) {
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (slowest(ms) >= o.warmup_ms) return;
+    for (int i = 0; i < chunk; ++i) once();
+  }
+}
+
+/// How the header describes the warm-up floor: "at least MS ms", or "no time floor" where
+/// there is none (`--warmup-ms 0`, or a device backend, which warms up by count only).
+inline std::string warmup_floor_text(const options& o, bool host_memory) {
+  if (!host_memory || o.warmup_ms <= 0) return "no time floor";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "at least %g ms", o.warmup_ms);
+  return buf;
 }
 
 /// Calls f.template operator()<T>() with T the C++ type of `t`.

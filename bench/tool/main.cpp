@@ -115,7 +115,11 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
     }
   };
   if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me);
-  for (int i = 0; i < o.warmup; ++i) once();
+  bn::warm_up(o, once, [&](double ms) {
+    double most = 0;
+    comm.all_reduce(&ms, &most, 1, sc::reduce_op::max);
+    return most;
+  });
   std::vector<double> batch;  // per batch, the slowest rank's time
   for (int b = 0; b < o.batches; ++b) {
     comm.barrier();
@@ -165,8 +169,8 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
 }
 
 void print_header(const bn::options& o, int nranks) {
-  std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind),
-              o.backend.c_str(), nranks, o.iters, o.warmup, o.check);
+  std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup (%s), check %d\n", bn::to_string(o.op_kind),
+              o.backend.c_str(), nranks, o.iters, o.warmup, bn::warmup_floor_text(o, o.backend == "host" || o.backend == "mpi").c_str(), o.check);
   if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest rank's, per batch)\n", o.batches, o.iters);
   if (o.inplace) std::printf("# in place: recv == send (all_reduce), send == recv + rank * count (all_gather), recv == send + rank * count (reduce_scatter)\n");
   if (o.backend == "host")
@@ -205,7 +209,7 @@ bool write_json(const bn::options& o, int nranks, const std::vector<row>& rows, 
   bn::json_escape_into(s, o.backend);
   s += "\",\n  \"ranks\": " + std::to_string(nranks) + ",\n  \"dtype\": \"" + sc::to_string(o.type) + "\",\n  \"op\": \"" +
        (bn::has_op(o.op_kind) ? sc::to_string(o.op) : "none") + "\",\n  \"iters\": " + std::to_string(o.iters) +
-       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"inplace\": " + (o.inplace ? "true" : "false") + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
+       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"warmup_ms\": " + std::to_string(o.backend == "host" || o.backend == "mpi" ? o.warmup_ms : 0.0) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"inplace\": " + (o.inplace ? "true" : "false") + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     char buf[512];
@@ -239,7 +243,7 @@ double run_mpi_baseline(const bn::options& o, int nranks, std::size_t bytes, std
   if (bin.empty()) return 0;
   std::string cmd = mpiexec + " --allow-run-as-root --oversubscribe -np " + std::to_string(nranks) + " '" + bin + "' " +
                     bn::to_string(o.op_kind) + " -b " + std::to_string(bytes) + " -e " + std::to_string(bytes) + " -n " +
-                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " --batches " + std::to_string(o.batches) + (o.inplace ? " --inplace" : "") + " -c " + std::to_string(o.check) + " -d " +
+                    std::to_string(o.iters) + " -w " + std::to_string(o.warmup) + " --warmup-ms " + std::to_string(o.warmup_ms) + " --batches " + std::to_string(o.batches) + (o.inplace ? " --inplace" : "") + " -c " + std::to_string(o.check) + " -d " +
                     sc::to_string(o.type) + " -o " + sc::to_string(o.op) + " -r " + std::to_string(o.root) + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return 0;

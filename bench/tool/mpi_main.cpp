@@ -46,8 +46,8 @@ int run(const bn::options& o, int n, int me) {
   const MPI_Datatype dt = mpi_type(o.type);
   const MPI_Op op = mpi_op(o.op);
   if (me == 0) {
-    std::printf("# shardcast-bench-mpi %s: %d processes, %d iters, %d warmup, check %d\n", bn::to_string(o.op_kind), n, o.iters,
-                o.warmup, o.check);
+    std::printf("# shardcast-bench-mpi %s: %d processes, %d iters, %d warmup (%s), check %d\n", bn::to_string(o.op_kind), n, o.iters,
+                o.warmup, bn::warmup_floor_text(o, true).c_str(), o.check);
     if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest process's, per batch)\n", o.batches, o.iters);
     if (o.inplace) std::printf("# in place (MPI_IN_PLACE)\n");
     std::printf("#%12s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw",
@@ -89,7 +89,11 @@ int run(const bn::options& o, int n, int me) {
       }
     };
     if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
-    for (int i = 0; i < o.warmup; ++i) once();
+    bn::warm_up(o, once, [](double ms) {
+      double most = 0;
+      MPI_Allreduce(&ms, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      return most;
+    });
     std::vector<double> batch;  // per batch, the slowest process's time
     for (int b = 0; b < o.batches; ++b) {
       MPI_Barrier(MPI_COMM_WORLD);
