@@ -76,14 +76,18 @@ inline std::string rank_problem(coll c, int root, int n) {
 }
 
 /// One sendrecv step on any communicator: `count` elements of `send` to rank + 1 and from
-/// rank - 1 into `recv` (modulo the size). Sends may block until their receive is posted
-/// (host above its eager limit, p2p; NCCL's wait on the stream), so even ranks send first and odd ranks
-/// receive first: every send then meets a posted receive, whatever the number of ranks.
+/// rank - 1 into `recv` (modulo the size). Where the communicator has sendrecv (host, mpi,
+/// nccl), every rank calls it: the send is posted before the receive, as MPI_Sendrecv and
+/// nccl-tests' grouped ncclSend/ncclRecv do. Otherwise (p2p) sends block until their
+/// receive is posted, so even ranks send first and odd ranks receive first: every send then
+/// meets a posted receive, whatever the number of ranks.
 template <class Comm, class T, class... Stream>
 void ring_sendrecv(Comm& comm, const T* send, T* recv, std::size_t count, Stream... s) {
   const int n = comm.size(), me = comm.rank();
   const int next = (me + 1) % n, prev = (me + n - 1) % n;
-  if (me % 2 == 0) {
+  if constexpr (has_sendrecv<Comm>) {
+    comm.sendrecv(send, count, next, recv, count, prev, s...);
+  } else if (me % 2 == 0) {
     comm.send(send, count, next, s...);
     comm.recv(recv, count, prev, s...);
   } else {

@@ -29,6 +29,7 @@ using shardcast_test::stream_guard;
 
 static_assert(sc::communicator<sc::p2p::communicator>);
 static_assert(sc::communicator<sc::nccl::communicator>);
+static_assert(sc::has_sendrecv<sc::p2p::communicator> && sc::has_sendrecv<sc::nccl::communicator>);
 
 namespace {
 
@@ -49,6 +50,7 @@ TEST_CASE("p2p: the null communicator has size 0 and every call on it throws com
   CHECK_THROWS_AS(none.broadcast(&x, 1, 0), sc::comm_error);
   CHECK_THROWS_AS(none.send(&x, 1, 0), sc::comm_error);
   CHECK_THROWS_AS(none.recv(&y, 1, 0), sc::comm_error);
+  CHECK_THROWS_AS(none.sendrecv(&x, 1, 0, &y, 1, 0), sc::comm_error);
   CHECK_THROWS_AS(none.barrier(), sc::comm_error);
   CHECK_THROWS_AS((void)none.split(0, 0), sc::comm_error);
 }
@@ -335,6 +337,52 @@ TEST_CASE("p2p send/recv are pairwise: only the two ranks meet" * doctest::skip(
       }
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
       CHECK(in.get() == msg(prev, 9, n));
+    }
+    c.barrier();
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
+}
+
+TEST_CASE("p2p sendrecv: ring shifts both ways, a pairwise exchange, sendrecv against recv and send, and to itself" *
+          doctest::skip(no_device())) {
+  // Every rank calls sendrecv at once, which send then recv on every rank cannot do (a send
+  // waits for its receive); sizes differ by rank, so a message from the wrong peer shows.
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {
+    const int r = c.rank(), p = c.size();
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    auto count_of = [](int from) { return std::size_t(300 + 17 * from); };
+    auto msg = [&](int from, int tag) {
+      std::vector<float> v(count_of(from));
+      for (std::size_t i = 0; i < v.size(); ++i) v[i] = float(from * 1000 + tag * 100 + int(i % 97));
+      return v;
+    };
+    int tag = 0;
+    auto exchange = [&](int dest, int source, bool plain) {
+      ++tag;
+      device_buffer<float> out(count_of(r)), in(count_of(source));
+      out.put(msg(r, tag));
+      if (!plain) {
+        sc::sendrecv(c, out.p, count_of(r), dest, in.p, count_of(source), source, s);
+      } else {  // odd ranks of a +1 shift: recv, then send, against the even ranks' sendrecv
+        c.recv(in.p, count_of(source), source, s);
+        c.send(out.p, count_of(r), dest, s);
+      }
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+      CHECK(in.get() == msg(source, tag));
+    };
+    exchange((r + 1) % p, (r + p - 1) % p, false);
+    exchange((r + p - 1) % p, (r + 1) % p, false);
+    exchange(r ^ 1, r ^ 1, false);
+    exchange((r + 1) % p, (r + p - 1) % p, r % 2 == 1);
+    {  // to itself: a copy on the stream
+      device_buffer<float> out(count_of(r)), in(count_of(r));
+      out.put(msg(r, 50));
+      c.sendrecv(out.p, count_of(r), r, in.p, count_of(r), r, s);
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+      CHECK(in.get() == msg(r, 50));
+      CHECK_THROWS_WITH_AS(c.sendrecv(out.p, count_of(r), r, in.p, count_of(r), (r + 1) % p, s),
+                           doctest::Contains("needs its receive from itself"), sc::layout_error);
     }
     c.barrier();
     SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <shardcast/comm/counting.hpp>
 #include <shardcast/comm/host.hpp>
 #include <vector>
 
@@ -145,6 +146,7 @@ TEST_CASE("host all_to_allv with uneven counts, send/recv ring, split") {
       CHECK_THROWS_AS(none.all_reduce(&v, &sum, 1, sc::reduce_op::sum), sc::comm_error);
       CHECK_THROWS_AS(none.send(&v, 1, 0), sc::comm_error);
       CHECK_THROWS_AS(none.recv(&v, 1, 0), sc::comm_error);
+      CHECK_THROWS_AS(none.sendrecv(&v, 1, 0, &sum, 1, 0), sc::comm_error);
       CHECK_THROWS_AS((void)none.split(0, 0), sc::comm_error);
       // Also where an argument check would fail first on a size of 0 (the root of a
       // broadcast, the aliasing of an all_to_all's buffers).
@@ -380,6 +382,140 @@ TEST_CASE_TEMPLATE("host send/recv on both sides of the eager limit: in order, w
       c.barrier();
     });
   }
+}
+
+// sendrecv posts its send before it receives, so a ring shift in which every rank sends
+// and receives at once completes at any size; with send then recv on every rank it would
+// wait for ever above the eager limit. Each round of a random sequence shifts one way or
+// the other, exchanges pairwise, or mixes sendrecv on some ranks with send and recv on
+// their peers, with sizes on both sides of the eager limit, a late rank and buffers
+// overwritten as soon as the call returns; every message must arrive whole and in order.
+TEST_CASE_TEMPLATE("host sendrecv: ring shifts, pairwise exchanges and mixes with send/recv, on both sides of the eager limit", T, float,
+                   std::int64_t) {
+  constexpr std::size_t E = (SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 256) / sizeof(T);
+  for (int n : {1, 2, 3, 4, 5}) {
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      const int r = c.rank();
+      std::mt19937 rng(7);  // the same sequence on every rank
+      for (int round = 0; round < 60; ++round) {
+        const int kind = static_cast<int>(rng() % 4);
+        // The count rank `src` sends this round: empty, around the limit, or far over it
+        // (differing by rank, so a message taken from the wrong peer shows).
+        const std::size_t pick = rng() % 4, extra = rng() % 7;
+        auto count_of = [&](int src) -> std::size_t {
+          return pick == 0 ? 0 : pick == 3 ? 16 * E + extra + static_cast<std::size_t>(src) : E - 1 + (extra + static_cast<std::size_t>(src)) % 3;
+        };
+        const int late = static_cast<int>(rng() % static_cast<unsigned>(n));
+        auto value = [&](int src, std::size_t i) { return static_cast<T>(src * 100000 + round * 100 + static_cast<int>(i % 97)); };
+        auto payload = [&](int src) {
+          std::vector<T> v(count_of(src));
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] = value(src, i);
+          return v;
+        };
+        auto check_from = [&](const std::vector<T>& got, int src) {
+          REQUIRE(got.size() == count_of(src));
+          for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == value(src, i));
+        };
+        if (r == late) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::vector<T> s = payload(r);
+        if (kind == 0 || kind == 1) {  // shift by +1 or -1 (on 1 rank: to itself)
+          const int dest = kind == 0 ? (r + 1) % n : (r + n - 1) % n, source = kind == 0 ? (r + n - 1) % n : (r + 1) % n;
+          std::vector<T> d(count_of(source), T{-2});
+          sc::sendrecv(c, s.data(), s.size(), dest, d.data(), d.size(), source);
+          std::fill(s.begin(), s.end(), T{-1});
+          check_from(d, source);
+        } else if (kind == 2) {  // pairwise exchange: r with r ^ 1 (the last rank of an odd group with itself)
+          const int partner = (r ^ 1) < n ? (r ^ 1) : r;
+          std::vector<T> d(count_of(partner), T{-2});
+          c.sendrecv(s.data(), s.size(), partner, d.data(), d.size(), partner);
+          std::fill(s.begin(), s.end(), T{-1});
+          check_from(d, partner);
+        } else if (n > 1) {  // shift by +1: even ranks call sendrecv; odd ranks recv, then send
+          const int next = (r + 1) % n, prev = (r + n - 1) % n;
+          std::vector<T> d(count_of(prev), T{-2});
+          if (r % 2 == 0 && r != n - 1) {
+            c.sendrecv(s.data(), s.size(), next, d.data(), d.size(), prev);
+          } else if (r % 2 == 0) {  // the last rank of an odd ring sends to rank 0, which calls sendrecv
+            c.send(s.data(), s.size(), next);
+            c.recv(d.data(), d.size(), prev);
+          } else {
+            c.recv(d.data(), d.size(), prev);
+            c.send(s.data(), s.size(), next);
+          }
+          std::fill(s.begin(), s.end(), T{-1});
+          check_from(d, prev);
+        }
+      }
+      c.barrier();
+    });
+  }
+}
+
+TEST_CASE("host sendrecv: mismatched sizes, a message to itself without its receive, and a failed peer throw instead of hanging") {
+  constexpr std::size_t big = 4096;  // over the eager limit
+  for (std::size_t count : {std::size_t{3}, big}) {
+    CAPTURE(count);
+    // The receive of rank 1 asks for one element too many: it throws naming sendrecv; for a
+    // larger message its sender learns it too.
+    std::atomic<int> named{0};
+    CHECK_THROWS_AS(sc::host::run(2, [&](sc::host::communicator& c) {
+      std::vector<float> s(count, 1.f), d(count + 1);
+      const std::size_t want = c.rank() == 1 ? count + 1 : count;
+      try {
+        c.sendrecv(s.data(), count, 1 - c.rank(), d.data(), want, 1 - c.rank());
+      } catch (const sc::comm_error& e) {
+        if (std::string(e.what()).find("sendrecv") != std::string::npos) ++named;
+        throw;
+      }
+    }), sc::comm_error);
+    CHECK(named >= 1);
+    // Rank 2 fails before its send: its receiver and everyone else get comm_error, and the
+    // buffers of the others' larger messages are never read after their calls have thrown
+    // (they are freed at once; AddressSanitizer builds would see a late read).
+    struct boom : std::runtime_error { using std::runtime_error::runtime_error; };
+    std::atomic<int> released{0};
+    CHECK_THROWS_AS(sc::host::run(3, [&](sc::host::communicator& c) {
+      if (c.rank() == 2) throw boom("rank 2 exploded");
+      try {
+        auto s = std::make_unique<float[]>(count);
+        std::vector<float> d(count);
+        std::fill(s.get(), s.get() + count, 1.f);
+        for (int i = 0; i < 3; ++i) c.sendrecv(s.get(), count, (c.rank() + 1) % 3, d.data(), count, (c.rank() + 2) % 3);
+      } catch (const sc::comm_error&) {
+        ++released;
+        throw;
+      }
+    }), boom);
+    CHECK(released == 2);
+  }
+  // To itself: the counts must agree, and a message to itself needs its receive from itself.
+  sc::host::run(2, [](sc::host::communicator& c) {
+    float a[3] = {1, 2, 3}, b[3] = {};
+    c.sendrecv(a, 3, c.rank(), b, 3, c.rank());
+    CHECK(b[2] == 3.f);
+    CHECK_THROWS_WITH_AS(c.sendrecv(a, 3, c.rank(), b, 2, c.rank()), doctest::Contains("sendrecv"), sc::comm_error);
+    CHECK_THROWS_WITH_AS(c.sendrecv(a, 3, c.rank(), b, 3, 1 - c.rank()), doctest::Contains("needs its receive from itself"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(c.sendrecv(a, 3, 2, b, 3, 1 - c.rank()), doctest::Contains("is not a rank of this communicator"), sc::layout_error);
+    c.barrier();
+  });
+}
+
+TEST_CASE("counting_communicator has sendrecv when its backend does, and counts what it sends to others") {
+  static_assert(sc::has_sendrecv<sc::host::communicator>);
+  static_assert(sc::has_sendrecv<sc::counting_communicator<sc::host::communicator>>);
+  sc::host::run(3, [](sc::host::communicator& h) {
+    sc::counting_communicator<sc::host::communicator> c(h);
+    const int r = c.rank();
+    std::vector<std::int32_t> s(static_cast<std::size_t>(5 + r), r), d(static_cast<std::size_t>(5 + (r + 2) % 3));
+    c.sendrecv(s.data(), s.size(), (r + 1) % 3, d.data(), d.size(), (r + 2) % 3);
+    for (auto v : d) REQUIRE(v == (r + 2) % 3);
+    CHECK(c.bytes() == static_cast<double>((5 + r) * 4));
+    CHECK(c.collectives() == 1);
+    std::vector<std::int32_t> e(s.size());
+    c.sendrecv(s.data(), s.size(), r, e.data(), e.size(), r);  // to itself: nothing sent to others
+    CHECK(e == s);
+    CHECK(c.bytes() == static_cast<double>((5 + r) * 4));
+  });
 }
 
 TEST_CASE("a small message sent before its recv is posted is taken from the channel; one that nobody receives is reported") {

@@ -131,6 +131,69 @@ TEST_CASE("chunked broadcast, send and recv") {
   for (std::size_t i = 0; i < n; ++i) CHECK(in[i] == input<double>(prev, i));
 }
 
+// sendrecv: ring shifts both ways and pairwise exchanges in which every rank sends and
+// receives at once, with counts that differ by rank (so the two sides of one call split
+// into different numbers of MPI messages), empty ones, and messages large enough for MPI's
+// rendezvous protocol, where a send then a recv on every rank would wait for ever; then
+// sendrecv against plain recv and send on the peers. Under the default limit and a lowered one.
+TEST_CASE("sendrecv: ring shifts, pairwise exchanges and mixes with send/recv, chunked and not") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  static_assert(sc::has_sendrecv<sc::mpi::communicator>);
+  for (std::size_t limit : {std::size_t{0}, std::size_t{3}}) {
+    CAPTURE(limit);
+    limit_guard g(limit ? limit : sc::mpi::detail::max_count);
+    for (std::size_t base : {std::size_t{0}, std::size_t{5}, std::size_t{1} << 17}) {
+      CAPTURE(base);
+      if (limit && base > 1000) continue;  // (a few elements per message: keep the count of messages small)
+      auto count_of = [&](int src) { return base ? base + static_cast<std::size_t>(src) % 3 : std::size_t{0}; };
+      auto value = [](int src, std::size_t i) { return static_cast<std::int64_t>(src) * 1000003 + static_cast<std::int64_t>(i % 1009); };
+      auto check_from = [&](const std::vector<std::int64_t>& got, int src) {
+        bool ok = true;
+        for (std::size_t i = 0; i < count_of(src); ++i) ok = ok && got[i] == value(src, i);
+        CHECK(ok);
+        CHECK(got[count_of(src)] == -2);  // nothing written past the message
+      };
+      std::vector<std::int64_t> s(count_of(me));
+      for (std::size_t i = 0; i < s.size(); ++i) s[i] = value(me, i);
+      for (int shift : {1, -1}) {
+        const int dest = (me + shift + p) % p, source = (me - shift + p) % p;
+        std::vector<std::int64_t> d(count_of(source) + 1, -2);
+        sc::sendrecv(c, s.data(), s.size(), dest, d.data(), count_of(source), source);
+        check_from(d, source);
+      }
+      const int partner = (me ^ 1) < p ? (me ^ 1) : me;
+      std::vector<std::int64_t> d(count_of(partner) + 1, -2);
+      c.sendrecv(s.data(), s.size(), partner, d.data(), count_of(partner), partner);
+      check_from(d, partner);
+      if (p > 1) {  // shift by +1: even ranks (but the last of an odd ring) call sendrecv; the others recv, then send
+        const int next = (me + 1) % p, prev = (me + p - 1) % p;
+        std::vector<std::int64_t> e(count_of(prev) + 1, -2);
+        if (me % 2 == 0 && me != p - 1) {
+          c.sendrecv(s.data(), s.size(), next, e.data(), count_of(prev), prev);
+        } else if (me % 2 == 0) {
+          c.send(s.data(), s.size(), next);
+          c.recv(e.data(), count_of(prev), prev);
+        } else {
+          c.recv(e.data(), count_of(prev), prev);
+          c.send(s.data(), s.size(), next);
+        }
+        check_from(e, prev);
+      }
+    }
+  }
+  if (p < 2) return;
+  // A receive half that expects more than its source sent.
+  std::vector<int> a(5, 1), b(5, 0);
+  if (me == 0) {
+    c.sendrecv(a.data(), 3, 1, b.data(), 2, 1);
+  } else if (me == 1) {
+    CHECK_THROWS_WITH_AS(c.sendrecv(a.data(), 2, 0, b.data(), 5, 0),
+                         doctest::Contains("rank 1 posted a receive of 5 elements from rank 0, which sent fewer"), sc::comm_error);
+  }
+  c.barrier();
+}
+
 TEST_CASE("all_to_allv with counts above the limit and empty ones") {
   auto c = world();
   const int p = c.size(), me = c.rank();

@@ -21,6 +21,13 @@
 /// A negative color gives the null communicator on every backend: size() 0, `explicit
 /// operator bool` false, and every call on it throws comm_error.
 /// plus `using memory_space = host_memory | device_memory;` and `using stream_type = ...;`.
+/// Optional (see has_sendrecv; host, mpi, nccl and counting_communicator over one of them
+/// have it):
+/// @code
+///   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type s = {});
+/// @endcode
+/// a send to `dest` and a receive from `source` that cannot wait on each other, as
+/// MPI_Sendrecv; its messages match send and recv on the peers.
 /// Counts are in elements. In-place use is allowed where MPI allows it
 /// (all_reduce with send == recv; all_gather with send == recv + rank*count;
 /// reduce_scatter with recv == send + rank*count).
@@ -105,6 +112,28 @@ concept communicator = requires(C& c, const C& cc, float* p, const float* q, std
   c.barrier();
   { cc.split(0, 0) } -> std::same_as<C>;
 };
+
+/// Whether communicator `C` has the optional sendrecv (see the list above).
+template <class C>
+concept has_sendrecv = requires(C& c, float* p, const float* q, std::size_t n) {
+  c.sendrecv(q, n, 0, p, n, 0, typename C::stream_type{});
+};
+
+/// Sends `send_count` elements of `send` to rank `dest` and receives `recv_count` into
+/// `recv` from rank `source` of `c`, in a way that cannot wait on itself: every rank of a
+/// ring shift (dest = rank + 1, source = rank - 1) or a pairwise exchange may call it at
+/// once, whatever the sizes, where a blocking send then recv on every rank waits for ever
+/// once sends stop being buffered. Calls `c.sendrecv`; a communicator without it is a
+/// compile error.
+template <communicator C, element_type T>
+void sendrecv(C& c, const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source,
+              typename C::stream_type s = {}) {
+  static_assert(has_sendrecv<C>,
+                "shardcast::sendrecv: this communicator has no sendrecv member (host, mpi and nccl have one); add "
+                "`void sendrecv(const T*, std::size_t, int, T*, std::size_t, int, stream_type)` to it, or order its send and recv "
+                "so that every send has its receive posted (e.g. even ranks send first)");
+  c.sendrecv(send, send_count, dest, recv, recv_count, source, s);
+}
 
 namespace detail {
 

@@ -100,6 +100,13 @@ class counting_communicator {
   void recv(T* b, std::size_t c, int peer, stream_type st = {}) {
     inner_.recv(b, c, peer, st);
   }
+  /// Counts the elements sent, as send does. Present when the wrapped communicator has sendrecv.
+  template <class T>
+    requires has_sendrecv<Inner>
+  void sendrecv(const T* s, std::size_t sc, int dest, T* r, std::size_t rc, int source, stream_type st = {}) {
+    add<T>(dest == rank() ? 0.0 : static_cast<double>(sc));
+    inner_.sendrecv(s, sc, dest, r, rc, source, st);
+  }
   void barrier() { inner_.barrier(); }
   counting_communicator split(int color, int key) const { return counting_communicator(inner_.split(color, key), c_); }
 

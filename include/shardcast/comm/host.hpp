@@ -514,64 +514,55 @@ class communicator {
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "send");
     auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + peer));
-    const std::uint64_t t = ch.sent;
-    detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
-    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; }, "send");  // the entry is free
-    e.count = count;
-    e.type = dtype_of<T>::value;
-    const bool small = eager<T>(count);
-    e.large = !small;
-    if (small) {
-      copy(reinterpret_cast<T*>(e.data), buf, count);
-    } else {
-      e.src = buf;
-      e.state.store(detail::p2p_entry::posted, std::memory_order_relaxed);
-    }
-    e.turn.store(2 * t + 1, std::memory_order_seq_cst);
-    ch.sent = t + 1;
-    ch.wake();
-    if (small) return;
-    try {
-      wait_for(ch, [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; }, "send");
-    } catch (...) {
-      int expected = detail::p2p_entry::posted;
-      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::withdrawn, std::memory_order_acq_rel))
-        while (e.state.load(std::memory_order_acquire) != detail::p2p_entry::done) std::this_thread::yield();  // the receive is copying from buf
-      throw;
-    }
-    if (e.mismatch)
-      throw comm_error("shardcast::host::send: rank " + std::to_string(rank_) + " sends " + std::to_string(count) + " " +
-                       to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
-                       std::to_string(e.recv_count) + " " + to_string(e.recv_type));
+    detail::p2p_entry& e = post_send(ch, buf, count, "send");
+    if (e.large) finish_send<T>(ch, e, count, peer, "send");
   }
 
   /// Blocking receive of the next message from `peer` (see send).
   template <element_type T>
   void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "recv");
-    auto& ch = g_->chan(static_cast<std::size_t>(peer * size() + rank_));
-    const std::uint64_t h = ch.taken;
-    detail::p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
-    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; }, "recv");
-    const std::size_t sent = e.count;
-    const dtype sent_type = e.type;
-    const bool match = sent == count && sent_type == dtype_of<T>::value;
-    if (!e.large) {
-      if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
-    } else {
-      int expected = detail::p2p_entry::posted;
-      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel))
-        g_->throw_aborted("recv");  // the send gave up (its run is aborting), and its buffer may be gone
-      if (match) copy(buf, static_cast<const T*>(e.src), count);
-      e.mismatch = !match;
-      e.recv_count = count;
-      e.recv_type = dtype_of<T>::value;
-      e.state.store(detail::p2p_entry::done, std::memory_order_seq_cst);
+    take(buf, count, peer, "recv");
+  }
+
+  /// Sends `send_count` elements to `dest` and receives `recv_count` from `source`, as
+  /// MPI_Sendrecv: the send is posted first, so any pattern in which every rank's sends
+  /// have matching receives completes whatever the sizes and the order of the ranks (a ring
+  /// shift, a pairwise exchange), where a send then a receive on every rank would wait on
+  /// each other above SHARDCAST_HOST_EAGER_BYTES. The message is the next on the (this rank,
+  /// dest) channel, so it matches a recv() or the receive half of a sendrecv(). `dest` and
+  /// `source` may both be this rank (a copy; the counts must agree); `send` and `recv` must
+  /// not overlap. Returns once `send` may be reused and `recv` holds the message.
+  /// @throws comm_error on a size or type mismatch (as send and recv), a failed peer or a timeout.
+  template <element_type T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
+    if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
+    g_->throw_if_aborted("sendrecv", std::memory_order_relaxed);
+    SHARDCAST_EXPECTS(dest >= 0 && dest < size() && source >= 0 && source < size(),
+                      "shardcast::host::sendrecv: dest " + std::to_string(dest) + " or source " + std::to_string(source) +
+                          " is not a rank of this communicator of size " + std::to_string(size()));
+    SHARDCAST_EXPECTS((dest == rank_) == (source == rank_),
+                      "shardcast::host::sendrecv: rank " + std::to_string(rank_) + " sends to rank " + std::to_string(dest) +
+                          " and receives from rank " + std::to_string(source) +
+                          "; a message to itself needs its receive from itself in the same call (dest == source == rank)");
+    if (dest == rank_) {
+      if (send_count != recv_count) throw recv_mismatch<T>(recv_count, rank_, send_count, dtype_of<T>::value, "sendrecv");
+      copy(recv, send, send_count);
+      return;
     }
-    e.turn.store(2 * (h + SHARDCAST_HOST_SEND_DEPTH), std::memory_order_seq_cst);
-    ch.taken = h + 1;
-    ch.wake();  // the sender may wait for the entry, or for its larger message to be copied
-    if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type);
+    auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + dest));
+    detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
+    if (!e.large) {
+      take(recv, recv_count, source, "sendrecv");
+      return;
+    }
+    try {
+      take(recv, recv_count, source, "sendrecv");
+    } catch (...) {
+      withdraw(e);  // `send` is not read after this throws
+      throw;
+    }
+    finish_send<T>(ch, e, send_count, dest, "sendrecv");
   }
 
   /// Every rank of the group meets once (with the check that all of them called barrier).
@@ -737,10 +728,89 @@ class communicator {
   }
 
   template <class T>
-  comm_error recv_mismatch(std::size_t count, int peer, std::size_t sent, dtype sent_type) const {
-    return comm_error("shardcast::host::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
+  comm_error recv_mismatch(std::size_t count, int peer, std::size_t sent, dtype sent_type, const char* where = "recv") const {
+    return comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) + " " +
                       to_string(dtype_of<T>::value) + " from rank " + std::to_string(peer) + ", which sent " + std::to_string(sent) +
                       " " + to_string(sent_type));
+  }
+
+  /// The sending half of send and sendrecv: waits for the channel's next entry to be free,
+  /// puts the message in it (a message of at most SHARDCAST_HOST_EAGER_BYTES: its data; a
+  /// larger one: its address, `posted`) and hands it to the receiver.
+  template <element_type T>
+  detail::p2p_entry& post_send(detail::channel& ch, const T* buf, std::size_t count, const char* where) {
+    const std::uint64_t t = ch.sent;
+    detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
+    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; }, where);  // the entry is free
+    e.count = count;
+    e.type = dtype_of<T>::value;
+    const bool small = eager<T>(count);
+    e.large = !small;
+    if (small) {
+      copy(reinterpret_cast<T*>(e.data), buf, count);
+    } else {
+      e.src = buf;
+      e.state.store(detail::p2p_entry::posted, std::memory_order_relaxed);
+    }
+    e.turn.store(2 * t + 1, std::memory_order_seq_cst);
+    ch.sent = t + 1;
+    ch.wake();
+    return e;
+  }
+
+  /// Waits until the receiver has copied the larger message of entry `e` (its buffer is then
+  /// free), or withdraws it and throws (abort, timeout). Throws comm_error if the receive
+  /// asked for another size or type.
+  template <element_type T>
+  void finish_send(detail::channel& ch, detail::p2p_entry& e, std::size_t count, int peer, const char* where) {
+    try {
+      wait_for(ch, [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; }, where);
+    } catch (...) {
+      withdraw(e);
+      throw;
+    }
+    if (e.mismatch)
+      throw comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(rank_) + " sends " + std::to_string(count) +
+                       " " + to_string(dtype_of<T>::value) + " to rank " + std::to_string(peer) + ", which posted a receive of " +
+                       std::to_string(e.recv_count) + " " + to_string(e.recv_type));
+  }
+
+  /// Takes back a posted larger message whose send gives up: its receive then throws instead
+  /// of reading the buffer; if the receive is already copying, waits until it is done, so
+  /// the buffer is never read after the send has returned or thrown.
+  static void withdraw(detail::p2p_entry& e) {
+    int expected = detail::p2p_entry::posted;
+    if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::withdrawn, std::memory_order_acq_rel))
+      while (e.state.load(std::memory_order_acquire) != detail::p2p_entry::done) std::this_thread::yield();  // the receive is copying from buf
+  }
+
+  /// The receiving half of recv and sendrecv: waits for the next message from `peer` and
+  /// copies it into `buf` (from the ring, or from the sender's buffer for a larger one).
+  template <element_type T>
+  void take(T* buf, std::size_t count, int peer, const char* where) {
+    auto& ch = g_->chan(static_cast<std::size_t>(peer * size() + rank_));
+    const std::uint64_t h = ch.taken;
+    detail::p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
+    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; }, where);
+    const std::size_t sent = e.count;
+    const dtype sent_type = e.type;
+    const bool match = sent == count && sent_type == dtype_of<T>::value;
+    if (!e.large) {
+      if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
+    } else {
+      int expected = detail::p2p_entry::posted;
+      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel))
+        g_->throw_aborted(where);  // the send gave up (its run is aborting), and its buffer may be gone
+      if (match) copy(buf, static_cast<const T*>(e.src), count);
+      e.mismatch = !match;
+      e.recv_count = count;
+      e.recv_type = dtype_of<T>::value;
+      e.state.store(detail::p2p_entry::done, std::memory_order_seq_cst);
+    }
+    e.turn.store(2 * (h + SHARDCAST_HOST_SEND_DEPTH), std::memory_order_seq_cst);
+    ch.taken = h + 1;
+    ch.wake();  // the sender may wait for the entry, or for its larger message to be copied
+    if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type, where);
   }
 
   /// Returns once `ready()`; waits on `ch` as every wait does (spin, yield, sleep; comm_error

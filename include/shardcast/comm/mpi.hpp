@@ -331,6 +331,47 @@ class communicator {
     } while (off < count);
   }
 
+  /// Sends `send_count` elements to `dest` and receives `recv_count` from `source` at once
+  /// (MPI_Sendrecv; above max_count elements, every part posted with MPI_Irecv and
+  /// MPI_Isend, then waited for), so exchanges in which every rank sends and receives
+  /// complete whatever the sizes. The messages are those of send and recv: a sendrecv
+  /// matches a recv on `dest` and a send on `source`. Throws comm_error when `source` sent
+  /// fewer elements (more: MPI's truncation error).
+  template <element_type T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
+    const MPI_Datatype dt = detail::datatype<T>();
+    const std::size_t lim = detail::limit();
+    auto fewer = [&] {
+      return comm_error("shardcast::mpi::sendrecv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(recv_count) +
+                        " elements from rank " + std::to_string(source) + ", which sent fewer");
+    };
+    if (send_count <= lim && recv_count <= lim) {
+      MPI_Status st;
+      SHARDCAST_MPI_TRY(MPI_Sendrecv(send, detail::to_int(send_count), dt, dest, tag, recv, detail::to_int(recv_count), dt, source, tag, c(), &st));
+      int got = 0;
+      MPI_Get_count(&st, dt, &got);
+      if (static_cast<std::size_t>(got) != recv_count) throw fewer();
+      return;
+    }
+    // The parts of each side as send and recv make them (max_count elements each, at least
+    // one). All are posted before any is waited for: a peer that calls recv then send takes
+    // every part of this rank's message before it sends its own.
+    const std::size_t ns = send_count ? (send_count + lim - 1) / lim : 1, nr = recv_count ? (recv_count + lim - 1) / lim : 1;
+    auto part = [&](std::size_t count, std::size_t i) { return detail::to_int(std::min(lim, count - std::min(i * lim, count))); };
+    std::vector<MPI_Request> req(nr + ns, MPI_REQUEST_NULL);
+    std::vector<MPI_Status> st(nr + ns);
+    for (std::size_t i = 0; i < nr; ++i)
+      SHARDCAST_MPI_TRY(MPI_Irecv(recv + i * lim, part(recv_count, i), dt, source, tag, c(), &req[i]));
+    for (std::size_t i = 0; i < ns; ++i)
+      SHARDCAST_MPI_TRY(MPI_Isend(send + i * lim, part(send_count, i), dt, dest, tag, c(), &req[nr + i]));
+    SHARDCAST_MPI_TRY(MPI_Waitall(static_cast<int>(req.size()), req.data(), st.data()));
+    for (std::size_t i = 0; i < nr; ++i) {
+      int got = 0;
+      MPI_Get_count(&st[i], dt, &got);
+      if (got != part(recv_count, i)) throw fewer();
+    }
+  }
+
   void barrier() { SHARDCAST_MPI_TRY(MPI_Barrier(c())); }
 
   /// Collective: ranks with equal `color` form one communicator, ordered by key then rank.

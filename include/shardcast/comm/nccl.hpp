@@ -296,6 +296,18 @@ class communicator {
     s_->call("ncclRecv", [&] { return ncclRecv(buf, count, detail::type_of<T>(), peer, s_->comm, s); });
   }
 
+  /// A send to `dest` and a receive from `source` in one NCCL group, so exchanges in which
+  /// every rank sends and receives (a ring shift, a pairwise exchange) cannot wait on each
+  /// other. They match recv and send on the peers.
+  template <class T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type s = {}) {
+    const ncclDataType_t t = detail::type_of<T>();
+    grouped("sendrecv", [&](auto issue) {
+      issue("ncclSend", ncclSend(send, send_count, t, dest, s_->comm, s));
+      issue("ncclRecv", ncclRecv(recv, recv_count, t, source, s_->comm, s));
+    });
+  }
+
   /// Host-blocking barrier: a one-int all-reduce on an internal stream, waited for with the
   /// timeout (so a dead peer is an exception here rather than a hang).
   /// @throws comm_error on timeout or NCCL error; cuda_error if the stream fails.

@@ -237,65 +237,61 @@ class communicator {
   /// everything the receiver queued on its stream before posting; `recv` returns once its
   /// stream waits for that copy. Neither waits for the GPU. Sends on one (sender, receiver)
   /// pair match receives in order; a send blocks until its receive is posted (as MPI_Ssend),
-  /// so order mutual exchanges (e.g. even ranks send first).
+  /// so order mutual exchanges (e.g. even ranks send first), or call sendrecv.
   /// @throws comm_error if the counts differ (on both ranks), on timeout, or if a peer failed.
   template <class T>
   void send(const T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
     live("send");
     check_peer(peer_rank, "send");
-    auto& g = *g_;
-    auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
-    std::unique_lock lk(ch.m);
-    g.wait(ch, lk, [&] { return ch.posted && !ch.done; }, "send");
-    const std::size_t bytes = count * sizeof(T);
-    if (ch.bytes != bytes) {
-      ch.mismatch = true;
-      ch.sent_bytes = bytes;
-      ch.done = true;
-      const std::string msg = "shardcast::p2p::send: rank " + std::to_string(rank_) + " sends " + std::to_string(bytes) +
-                              " bytes to rank " + std::to_string(peer_rank) + ", which posted a receive of " + std::to_string(ch.bytes);
-      lk.unlock();
-      ch.notify();
-      throw comm_error(msg);
-    }
-    if (bytes) {
-      SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.ready, 0));
-      SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(ch.buf, ch.device, buf, device_, bytes, s));
-    }
-    if (!ch.copied) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.copied, cudaEventDisableTiming));
-    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.copied, s));
-    ch.done = true;
-    lk.unlock();
-    ch.notify();
+    deliver(buf, count, peer_rank, s, "send");
   }
   template <class T>
   void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
     live("recv");
     check_peer(peer_rank, "recv");
-    auto& g = *g_;
-    auto& ch = *g.channels[std::size_t(peer_rank) * std::size_t(size()) + std::size_t(rank_)];
+    auto& ch = *g_->channels[std::size_t(peer_rank) * std::size_t(size()) + std::size_t(rank_)];
     std::unique_lock lk(ch.m);
-    if (!ch.ready) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.ready, cudaEventDisableTiming));
-    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.ready, s));
-    ch.buf = buf;
-    ch.bytes = count * sizeof(T);
-    ch.device = device_;
-    ch.posted = true;
-    ch.done = false;
-    ch.mismatch = false;
-    ch.notify();
+    post_receive(ch, buf, count * sizeof(T), s);
+    take_receive(ch, lk, peer_rank, s, "recv");
+  }
+  /// A send to `dest` and a receive from `source` that cannot wait on each other, as
+  /// MPI_Sendrecv: the receive is posted first, then the send waits for `dest` to post its
+  /// receive (which a sendrecv on `dest` has done first too), then this rank waits for
+  /// `source`'s copy. So every rank of a ring shift or a pairwise exchange may call it at
+  /// once. Its halves match send and recv on the peers. `dest` and `source` may both be
+  /// this rank (a device-to-device copy on `s`; the counts must agree).
+  /// @throws comm_error on a size mismatch, a failed peer or a timeout.
+  template <class T>
+  void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type s = {}) {
+    live("sendrecv");
+    check_peer(dest, "sendrecv");
+    check_peer(source, "sendrecv");
+    SHARDCAST_EXPECTS((dest == rank_) == (source == rank_),
+                      "shardcast::p2p::sendrecv: rank " + std::to_string(rank_) + " sends to rank " + std::to_string(dest) +
+                          " and receives from rank " + std::to_string(source) +
+                          "; a message to itself needs its receive from itself in the same call (dest == source == rank)");
+    if (dest == rank_) {
+      if (send_count != recv_count)
+        throw comm_error("shardcast::p2p::sendrecv: rank " + std::to_string(rank_) + " sends " + std::to_string(send_count * sizeof(T)) +
+                         " bytes to itself and receives " + std::to_string(recv_count * sizeof(T)));
+      if (send_count && static_cast<const void*>(send) != static_cast<const void*>(recv))
+        SHARDCAST_CUDA_TRY(cudaMemcpyAsync(recv, send, send_count * sizeof(T), cudaMemcpyDeviceToDevice, s));
+      return;
+    }
+    auto& in = *g_->channels[std::size_t(source) * std::size_t(size()) + std::size_t(rank_)];
+    {
+      std::unique_lock lk(in.m);
+      post_receive(in, recv, recv_count * sizeof(T), s);
+    }
     try {
-      g.wait(ch, lk, [&] { return ch.done; }, "recv");
+      deliver(send, send_count, dest, s, "sendrecv");
     } catch (...) {
-      ch.posted = false;
+      std::lock_guard lk(in.m);
+      if (!in.done) in.posted = false;  // the source has not copied into `recv`: withdraw the receive
       throw;
     }
-    ch.posted = false;
-    ch.done = false;
-    if (ch.mismatch)
-      throw comm_error("shardcast::p2p::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(ch.bytes) +
-                       " bytes from rank " + std::to_string(peer_rank) + ", which sent " + std::to_string(ch.sent_bytes));
-    SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.copied, 0));
+    std::unique_lock lk(in.m);
+    take_receive(in, lk, source, s, "sendrecv");
   }
   /// Host barrier of the group (it does not wait for the GPU).
   void barrier() {
@@ -340,6 +336,68 @@ class communicator {
 
  private:
   const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
+
+  /// The sending half of send and sendrecv: waits for `peer_rank` to post its receive, then
+  /// enqueues the copy into it on `s` (after the receiver's stream reached its receive) and
+  /// records the event the receiver's stream waits for.
+  template <class T>
+  void deliver(const T* buf, std::size_t count, int peer_rank, stream_type s, const char* where) {
+    auto& g = *g_;
+    auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
+    std::unique_lock lk(ch.m);
+    g.wait(ch, lk, [&] { return ch.posted && !ch.done; }, where);
+    const std::size_t bytes = count * sizeof(T);
+    if (ch.bytes != bytes) {
+      ch.mismatch = true;
+      ch.sent_bytes = bytes;
+      ch.done = true;
+      const std::string msg = "shardcast::p2p::" + std::string(where) + ": rank " + std::to_string(rank_) + " sends " + std::to_string(bytes) +
+                              " bytes to rank " + std::to_string(peer_rank) + ", which posted a receive of " + std::to_string(ch.bytes);
+      lk.unlock();
+      ch.notify();
+      throw comm_error(msg);
+    }
+    if (bytes) {
+      SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.ready, 0));
+      SHARDCAST_CUDA_TRY(cudaMemcpyPeerAsync(ch.buf, ch.device, buf, device_, bytes, s));
+    }
+    if (!ch.copied) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.copied, cudaEventDisableTiming));
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.copied, s));
+    ch.done = true;
+    lk.unlock();
+    ch.notify();
+  }
+
+  /// Posts a receive of `bytes` bytes into `buf` on channel `ch` (under its mutex): the
+  /// event of the point `s` has reached, which the sender's copy waits for.
+  void post_receive(detail::channel& ch, void* buf, std::size_t bytes, stream_type s) {
+    if (!ch.ready) SHARDCAST_CUDA_TRY(cudaEventCreateWithFlags(&ch.ready, cudaEventDisableTiming));
+    SHARDCAST_CUDA_TRY(cudaEventRecord(ch.ready, s));
+    ch.buf = buf;
+    ch.bytes = bytes;
+    ch.device = device_;
+    ch.posted = true;
+    ch.done = false;
+    ch.mismatch = false;
+    ch.notify();
+  }
+
+  /// Waits (holding `lk`, a lock of `ch.m`) until the sender has enqueued its copy into the
+  /// posted receive, then makes `s` wait for that copy. Throws comm_error on a size mismatch.
+  void take_receive(detail::channel& ch, std::unique_lock<std::mutex>& lk, int peer_rank, stream_type s, const char* where) {
+    try {
+      g_->wait(ch, lk, [&] { return ch.done; }, where);
+    } catch (...) {
+      ch.posted = false;
+      throw;
+    }
+    ch.posted = false;
+    ch.done = false;
+    if (ch.mismatch)
+      throw comm_error("shardcast::p2p::" + std::string(where) + ": rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(ch.bytes) +
+                       " bytes from rank " + std::to_string(peer_rank) + ", which sent " + std::to_string(ch.sent_bytes));
+    SHARDCAST_CUDA_TRY(cudaStreamWaitEvent(s, ch.copied, 0));
+  }
 
   void live(const char* what) const {
     if (!g_) throw comm_error(std::string("shardcast::p2p: ") + what + " called on a null communicator (default-constructed, or split with a negative color)");
