@@ -174,8 +174,10 @@ void print_header(const bn::options& o, int nranks) {
   if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest rank's, per batch)\n", o.batches, o.iters);
   if (o.inplace) std::printf("# in place: recv == send (all_reduce), send == recv + rank * count (all_gather), recv == send + rank * count (reduce_scatter)\n");
   if (o.backend == "host")
-    std::printf("# host: collectives of at most %d bytes per rank are eager (SHARDCAST_HOST_EAGER_BYTES); larger ones read peers' buffers\n",
-                static_cast<int>(SHARDCAST_HOST_EAGER_BYTES));
+    std::printf("# host: collectives of at most %zu bytes per rank are eager (%s); larger ones read peers' buffers\n",
+                sc::host::detail::eager_limit(nranks),
+                sc::detail::ranks_outnumber_cpus(nranks) ? "SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES: more ranks than CPUs"
+                                                          : "SHARDCAST_HOST_EAGER_BYTES");
   std::printf("# cpy1: single-thread memcpy of size bytes; cpyN: per-rank memcpy with all ranks copying at once;\n"
               "# frac1 = busbw/cpy1, fracN = busbw/cpyN%s\n",
               o.vs.empty() ? "" : "; mpi(us): same collective through MPI; ratio = mpi time / our time (>1: we are faster)");

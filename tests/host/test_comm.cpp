@@ -239,19 +239,24 @@ TEST_CASE("mismatched counts are reported on every rank") {
 // returns, every rank overwrites its input, so a peer that still read it (an eager copy
 // read too late, or a direct read after its owner returned) gives a wrong result.
 TEST_CASE_TEMPLATE("host collectives on both sides of the eager limit, with late ranks and inputs reused at once", T, float, std::int64_t) {
-  // (Where eager collectives are off, the same sizes around 256 bytes.)
-  constexpr std::size_t E = (SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 256) / sizeof(T);
-  for (int n : {2, 3, 4}) {
+  // The limit is the run's: SHARDCAST_HOST_EAGER_BYTES, or the larger
+  // SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES when the ranks outnumber the CPUs (on a
+  // 2-CPU machine, the 3- and 4-rank runs). Where eager collectives are off, the same sizes
+  // around 256 bytes.
+  for (int n : {2, 3, 4, 6}) {
     const auto N = static_cast<std::size_t>(n);
+    const std::size_t limit = sc::host::detail::eager_limit(n);
+    CAPTURE(limit);
+    const std::size_t E = (limit > 0 ? limit : 256) / sizeof(T), far = 1024 * 256 / sizeof(T);
     sc::host::run(n, [&](sc::host::communicator& c) {
       const int r = c.rank();
       std::mt19937 rng(1234);  // the same sequence on every rank
       for (int round = 0; round < 60; ++round) {
         const int kind = static_cast<int>(rng() % 6);
         const std::size_t per = kind == 2 || kind == 3 ? E / N : E;  // reduce_scatter, all_to_all: n chunks per rank
-        // Just under, at, just over the limit; or 1024 times over it, so that a direct read
-        // lasts long enough for a peer that returned too early to overwrite its input.
-        const std::size_t count = (rng() % 4 == 0 ? 1024 * per : per - 1) + rng() % 3;
+        // Just under, at, just over the limit; or 256 KiB per rank, far over it, so that a
+        // direct read lasts long enough for a peer that returned too early to overwrite its input.
+        const std::size_t count = (rng() % 4 == 0 ? (kind == 2 || kind == 3 ? far / N : far) : per - 1) + rng() % 3;
         const auto op = shardcast::testing::all_reduce_ops[rng() % 5];
         const int late = static_cast<int>(rng() % N);
         if (r == late) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -32,8 +32,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../config.hpp"
@@ -57,9 +59,23 @@
 /// input into a buffer of its own in the group, and the ranks meet once, after which each
 /// one reads the others' buffers. A larger collective reads the peers' own buffers (one
 /// copy, no staging), so the ranks meet twice: to publish them, and once done reading
-/// them, after which their owners may change them. 0 makes every collective direct.
+/// them, after which their owners may change them. 0 makes every collective direct. A run
+/// with more ranks than CPUs uses SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES for its
+/// collectives instead; point-to-point messages always use this one.
 #ifndef SHARDCAST_HOST_EAGER_BYTES
 #define SHARDCAST_HOST_EAGER_BYTES 256
+#endif
+
+/// The same limit for the collectives (not point-to-point messages) of a run that has more
+/// ranks than the process has CPUs. There every meeting of the ranks costs context
+/// switches, microseconds against the nanoseconds of copying a few KiB more, so larger
+/// collectives gain from meeting once: with 4 ranks on 2 CPUs, collectives of 512 bytes to
+/// 4 KiB per rank took 1.2-12x less time eager than direct (the median of 3 runs; broadcast
+/// gained most, since its root returns once its data is queued), and 8-16 KiB no less
+/// (docs/bench.md, "Eager collectives with more ranks than CPUs"). Never below
+/// SHARDCAST_HOST_EAGER_BYTES; 0 there keeps every collective direct.
+#ifndef SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES
+#define SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES 4096
 #endif
 
 /// How many eager broadcasts a group queues: the root of a broadcast of at most
@@ -248,7 +264,7 @@ struct bcast_entry : shardcast::detail::channel_sync {
   std::uint64_t seq = 0;     ///< the root's other collectives on the group before it
   std::size_t count = 0;
   dtype type = dtype::f32;
-  alignas(64) std::byte data[SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
+  std::byte* data = nullptr;  ///< the group's eager limit in bytes, in the group's buffer (64-byte aligned)
 };
 
 /// One rank's part of a group. Collectives alternate between two slots (and two eager
@@ -262,8 +278,16 @@ struct alignas(64) rank_slots {
   /// this rank changes it; peers waiting for its queued broadcast read it.
   alignas(64) std::atomic<std::uint64_t> seq{0};
   std::uint64_t bcasts = 0;  ///< queued broadcasts this rank has called on the group (only it reads this)
-  alignas(64) std::byte eager[2][SHARDCAST_HOST_EAGER_BYTES > 0 ? SHARDCAST_HOST_EAGER_BYTES : 1];
 };
+
+/// The eager limit of a run of `nranks` threads: SHARDCAST_HOST_EAGER_BYTES, or
+/// SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES (at least as large) when the ranks outnumber
+/// the process's CPUs.
+inline std::size_t eager_limit(int nranks) {
+  constexpr std::size_t base = SHARDCAST_HOST_EAGER_BYTES;
+  constexpr std::size_t over = SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES > base ? SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES : base;
+  return base > 0 && shardcast::detail::ranks_outnumber_cpus(nranks) ? over : base;
+}
 
 /// State of one communicator (a group of ranks): the barrier, abort and timeout handling
 /// it shares with the p2p backend (comm/in_process.hpp: spin, yield, then park; an abort
@@ -273,11 +297,23 @@ struct group_state : shardcast::detail::in_process_group {
   /// [src * size + dst]; each made by the first of its two ranks to use it (see chan)
   std::unique_ptr<std::atomic<channel*>[]> channels;
   std::unique_ptr<bcast_entry[]> bq;  ///< the queue of eager broadcasts, SHARDCAST_HOST_BCAST_DEPTH entries
+  /// The eager buffers: every rank's two (one per parity), then the broadcast queue's data,
+  /// `stride` bytes each, in one block. Set at construction and only read after, on a cache
+  /// line of their own (beside counters that peers write, each read would cost a miss).
+  struct alignas(64) eager_buffers {
+    std::size_t bytes;   ///< the limit: collectives of at most this many bytes per rank are eager (eager_limit of the run; groups split from a communicator keep its limit)
+    std::size_t stride;  ///< bytes between buffers: `bytes` rounded up to whole cache lines, at least one
+    std::byte* base;
+  } eager;
 
-  group_state(std::shared_ptr<world_state> w, int n)
+  group_state(std::shared_ptr<world_state> w, int n, std::size_t eager_bytes)
       : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
         channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]()),  // null: none made yet
-        bq(new bcast_entry[SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1]) {}
+        bq(new bcast_entry[depth]), eager{eager_bytes, std::max<std::size_t>(64, (eager_bytes + 63) / 64 * 64), nullptr},
+        buffers_(eager.stride * (2 * static_cast<std::size_t>(n) + depth)) {
+    eager.base = buffers_.get();
+    for (std::size_t i = 0; i < depth; ++i) bq[i].data = eager.base + (2 * static_cast<std::size_t>(n) + i) * eager.stride;
+  }
   /// Channel i (src * size + dst), made on first use: a channel holds a ring of messages
   /// (about 2.8 KB), and most programs use few of the size^2 pairs. Its sender and its
   /// receiver may both come first; one of them installs it.
@@ -320,6 +356,18 @@ struct group_state : shardcast::detail::in_process_group {
     }
     for (std::size_t i = 0; i < static_cast<std::size_t>(size) * static_cast<std::size_t>(size); ++i) delete channels[i].load(std::memory_order_acquire);
   }
+
+ private:
+  static constexpr std::size_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
+  /// One block for every rank's two eager buffers and the broadcast queue's data.
+  struct aligned_block {
+    std::byte* p;
+    explicit aligned_block(std::size_t bytes) : p(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{64}))) {}
+    ~aligned_block() { ::operator delete(p, std::align_val_t{64}); }
+    aligned_block(const aligned_block&) = delete;
+    aligned_block& operator=(const aligned_block&) = delete;
+    std::byte* get() const { return p; }
+  } buffers_;
 };
 
 }  // namespace detail
@@ -344,7 +392,7 @@ class communicator {
     // Eager: every rank reduces the whole of every rank's copy, so from 8 ranks on the
     // limit is divided by ranks / 4, which keeps what a rank reads (ranks x count) under 8x
     // the limit.
-    if (eager<T>(count, std::max(std::size_t{1}, static_cast<std::size_t>(size()) / 4))) {
+    if (collective_eager<T>(count, std::max(std::size_t{1}, static_cast<std::size_t>(size()) / 4))) {
       stage<T>(send, count);
       enter("all_reduce");
       reduce_range<T>(recv, 0, count, op, [&](int q) { return staged<T>(q); }, false);
@@ -370,7 +418,7 @@ class communicator {
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
     publish<T>(detail::op_kind::all_gather, count, send, recv);
-    if (eager<T>(count)) {
+    if (collective_eager<T>(count)) {
       stage<T>(send, count);
       enter("all_gather");
       for (int q = 0; q < size(); ++q) copy(recv + static_cast<std::size_t>(q) * count, staged<T>(q), count);
@@ -389,7 +437,7 @@ class communicator {
     publish<T>(detail::op_kind::reduce_scatter, count, send, recv, op);
     const std::size_t off = static_cast<std::size_t>(rank_) * count;
     const auto n = static_cast<std::size_t>(size());
-    if (eager<T>(count, n)) {
+    if (collective_eager<T>(count, n)) {
       stage<T>(send, n * count);
       enter("reduce_scatter");
       reduce_range<T>(recv, off, count, op, [&](int q) { return staged<T>(q); }, false);
@@ -407,7 +455,7 @@ class communicator {
     SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
     publish<T>(detail::op_kind::all_to_all, count, send, recv);
     const auto n = static_cast<std::size_t>(size());
-    if (eager<T>(count, n)) {
+    if (collective_eager<T>(count, n)) {
       stage<T>(send, n * count);
       enter("all_to_all");
       for (int q = 0; q < size(); ++q)
@@ -436,7 +484,7 @@ class communicator {
     const int n = size();
     std::size_t total = 0;
     for (int q = 0; q < n; ++q) total += send_counts[q];
-    me.eager_v = n <= detail::slot::max_eager_v && eager<T>(total);
+    me.eager_v = n <= detail::slot::max_eager_v && collective_eager<T>(total);
     if (me.eager_v) {
       T* dst = eager_buffer<T>(rank_);
       for (int q = 0; q < n; ++q) {
@@ -480,7 +528,7 @@ class communicator {
     g_->barrier("all_to_allv");
   }
 
-  /// A broadcast of at most SHARDCAST_HOST_EAGER_BYTES goes through the group's queue of
+  /// A broadcast within the group's eager limit (detail::eager_limit) goes through its queue of
   /// SHARDCAST_HOST_BCAST_DEPTH entries: the root copies its data into the queue and returns,
   /// the others copy it out when they arrive (see queued_broadcast). Larger ones read the
   /// root's buffer directly, and the ranks meet twice.
@@ -489,7 +537,7 @@ class communicator {
     require_group();
     SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
                                                       " is outside the communicator of size " + std::to_string(size()));
-    if (SHARDCAST_HOST_BCAST_DEPTH > 0 && eager<T>(count) && g_) {
+    if (SHARDCAST_HOST_BCAST_DEPTH > 0 && g_ && collective_eager<T>(count)) {
       queued_broadcast(buf, count, root);
       return;
     }
@@ -591,7 +639,7 @@ class communicator {
     for (std::size_t i = 0; i < members.size(); ++i)
       if (members[i].second == rank_) new_rank = static_cast<int>(i);
     const bool leader = color >= 0 && new_rank == 0;
-    if (leader) me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()));
+    if (leader) me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()), g_->eager.bytes);
     g_->barrier("split");
     communicator out;
     if (color >= 0) out = communicator(at(members[0].second).made, new_rank);
@@ -705,16 +753,23 @@ class communicator {
   /// What rank q published for the collective in progress (publish chose the parity).
   detail::slot& at(int q) const { return g_->ranks[static_cast<std::size_t>(q)].s[par_]; }
 
-  /// Is a collective of `count` elements of T per peer, `n` peers, eager (its data per rank
-  /// fits SHARDCAST_HOST_EAGER_BYTES)?
+  /// Is a point-to-point message of `count` elements of T eager (at most
+  /// SHARDCAST_HOST_EAGER_BYTES)?
   template <class T>
-  static bool eager(std::size_t count, std::size_t n = 1) {
-    return SHARDCAST_HOST_EAGER_BYTES > 0 && count <= SHARDCAST_HOST_EAGER_BYTES / sizeof(T) / n;
+  static bool eager(std::size_t count) {
+    return SHARDCAST_HOST_EAGER_BYTES > 0 && count <= SHARDCAST_HOST_EAGER_BYTES / sizeof(T);
+  }
+  /// Is a collective of `count` elements of T per peer, `n` peers, eager (its data per rank
+  /// fits the group's eager limit, see detail::eager_limit)?
+  template <class T>
+  bool collective_eager(std::size_t count, std::size_t n = 1) const {
+    return g_->eager.bytes > 0 && count <= g_->eager.bytes / sizeof(T) / n;
   }
   /// Rank q's eager buffer for the collective in progress.
   template <class T>
   T* eager_buffer(int q) const {
-    return reinterpret_cast<T*>(g_->ranks[static_cast<std::size_t>(q)].eager[par_]);
+    const auto& e = g_->eager;
+    return reinterpret_cast<T*>(e.base + (2 * static_cast<std::size_t>(q) + static_cast<std::size_t>(par_)) * e.stride);
   }
   /// Copies this rank's input of an eager collective into its eager buffer.
   template <class T>
@@ -902,7 +957,7 @@ void run(int nranks, F&& f, options opt = {}) {
   auto world = std::make_shared<detail::world_state>();
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
   world->set_waits(nranks);
-  auto group = std::make_shared<detail::group_state>(world, nranks);
+  auto group = std::make_shared<detail::group_state>(world, nranks, detail::eager_limit(nranks));
   std::exception_ptr first;
   std::mutex first_m;
   // Ranks start spread over the CPUs (see spread_start).
