@@ -70,9 +70,9 @@
 /// ranks than the process has CPUs. There every meeting of the ranks costs context
 /// switches, microseconds against the nanoseconds of copying a few KiB more, so larger
 /// collectives gain from meeting once: with 4 ranks on 2 CPUs, collectives of 512 bytes to
-/// 4 KiB per rank took 1.2-12x less time eager than direct (the median of 3 runs; broadcast
-/// gained most, since its root returns once its data is queued), and 8-16 KiB no less
-/// (docs/bench.md, "Eager collectives with more ranks than CPUs"). Never below
+/// 4 KiB per rank took up to 12x less time eager than direct (broadcast gained most, since
+/// its root returns once its data is queued), 4 KiB is about the crossover, and 8-16 KiB
+/// gain nothing (docs/bench.md, "Eager collectives with more ranks than CPUs"). Never below
 /// SHARDCAST_HOST_EAGER_BYTES; 0 there keeps every collective direct.
 #ifndef SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES
 #define SHARDCAST_HOST_OVERSUBSCRIBED_EAGER_BYTES 4096
