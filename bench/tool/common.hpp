@@ -408,10 +408,14 @@ void warm_up(const options& o, Once&& once, Slowest&& slowest) {
   }
 }
 
-/// How the header describes the warm-up floor: "at least MS ms", or "no time floor" where
-/// there is none (`--warmup-ms 0`, or a device backend, which warms up by count only).
-inline std::string warmup_floor_text(const options& o, bool host_memory) {
-  if (!host_memory || o.warmup_ms <= 0) return "no time floor";
+/// The warm-up floor in force, in ms: `--warmup-ms` on the host-memory backends (host, and
+/// mpi, which shardcast-bench-mpi's options also name), 0 on the device backends, which warm
+/// up by count only.
+inline double warmup_floor_ms(const options& o) { return o.backend == "host" || o.backend == "mpi" ? o.warmup_ms : 0.0; }
+
+/// How the header describes the warm-up floor: "at least MS ms", or "no time floor".
+inline std::string warmup_floor_text(const options& o) {
+  if (warmup_floor_ms(o) <= 0) return "no time floor";
   char buf[48];
   std::snprintf(buf, sizeof buf, "at least %g ms", o.warmup_ms);
   return buf;

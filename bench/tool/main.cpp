@@ -170,7 +170,7 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
 
 void print_header(const bn::options& o, int nranks) {
   std::printf("# shardcast-bench %s: backend %s, %d ranks, %d iters, %d warmup (%s), check %d\n", bn::to_string(o.op_kind),
-              o.backend.c_str(), nranks, o.iters, o.warmup, bn::warmup_floor_text(o, o.backend == "host" || o.backend == "mpi").c_str(), o.check);
+              o.backend.c_str(), nranks, o.iters, o.warmup, bn::warmup_floor_text(o).c_str(), o.check);
   if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest rank's, per batch)\n", o.batches, o.iters);
   if (o.inplace) std::printf("# in place: recv == send (all_reduce), send == recv + rank * count (all_gather), recv == send + rank * count (reduce_scatter)\n");
   if (o.backend == "host")
@@ -211,7 +211,7 @@ bool write_json(const bn::options& o, int nranks, const std::vector<row>& rows, 
   bn::json_escape_into(s, o.backend);
   s += "\",\n  \"ranks\": " + std::to_string(nranks) + ",\n  \"dtype\": \"" + sc::to_string(o.type) + "\",\n  \"op\": \"" +
        (bn::has_op(o.op_kind) ? sc::to_string(o.op) : "none") + "\",\n  \"iters\": " + std::to_string(o.iters) +
-       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"warmup_ms\": " + std::to_string(o.backend == "host" || o.backend == "mpi" ? o.warmup_ms : 0.0) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"inplace\": " + (o.inplace ? "true" : "false") + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
+       ",\n  \"warmup\": " + std::to_string(o.warmup) + ",\n  \"warmup_ms\": " + std::to_string(bn::warmup_floor_ms(o)) + ",\n  \"batches\": " + std::to_string(o.batches) + ",\n  \"inplace\": " + (o.inplace ? "true" : "false") + ",\n  \"avg_busbw_gbs\": " + std::to_string(avg_busbw) + ",\n  \"rows\": [";
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const row& r = rows[i];
     char buf[512];

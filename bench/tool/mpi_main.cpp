@@ -47,7 +47,7 @@ int run(const bn::options& o, int n, int me) {
   const MPI_Op op = mpi_op(o.op);
   if (me == 0) {
     std::printf("# shardcast-bench-mpi %s: %d processes, %d iters, %d warmup (%s), check %d\n", bn::to_string(o.op_kind), n, o.iters,
-                o.warmup, bn::warmup_floor_text(o, true).c_str(), o.check);
+                o.warmup, bn::warmup_floor_text(o).c_str(), o.check);
     if (o.batches > 1) std::printf("# time: the median of %d batches of %d calls (the slowest process's, per batch)\n", o.batches, o.iters);
     if (o.inplace) std::printf("# in place (MPI_IN_PLACE)\n");
     std::printf("#%12s %12s %8s %6s %6s %10s %8s %8s %6s\n", "size", "count", "type", "redop", "root", "time(us)", "algbw",

@@ -301,18 +301,24 @@ struct group_state : shardcast::detail::in_process_group {
   /// `stride` bytes each, in one block. Set at construction and only read after, on a cache
   /// line of their own (beside counters that peers write, each read would cost a miss).
   struct alignas(64) eager_buffers {
+    struct aligned_delete {
+      void operator()(std::byte* p) const { ::operator delete(p, std::align_val_t{64}); }
+    };
     std::size_t bytes;   ///< the limit: collectives of at most this many bytes per rank are eager (eager_limit of the run; groups split from a communicator keep its limit)
     std::size_t stride;  ///< bytes between buffers: `bytes` rounded up to whole cache lines, at least one
-    std::byte* base;
+    std::unique_ptr<std::byte, aligned_delete> base;  ///< the block, 64-byte aligned
+
+    eager_buffers(std::size_t limit, std::size_t nbuffers)
+        : bytes(limit), stride(std::max<std::size_t>(64, (limit + 63) / 64 * 64)),
+          base(static_cast<std::byte*>(::operator new(stride * nbuffers, std::align_val_t{64}))) {}
+    std::byte* at(std::size_t i) const { return base.get() + i * stride; }
   } eager;
 
   group_state(std::shared_ptr<world_state> w, int n, std::size_t eager_bytes)
       : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
         channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]()),  // null: none made yet
-        bq(new bcast_entry[depth]), eager{eager_bytes, std::max<std::size_t>(64, (eager_bytes + 63) / 64 * 64), nullptr},
-        buffers_(eager.stride * (2 * static_cast<std::size_t>(n) + depth)) {
-    eager.base = buffers_.get();
-    for (std::size_t i = 0; i < depth; ++i) bq[i].data = eager.base + (2 * static_cast<std::size_t>(n) + i) * eager.stride;
+        bq(new bcast_entry[depth]), eager(eager_bytes, 2 * static_cast<std::size_t>(n) + depth) {
+    for (std::size_t i = 0; i < depth; ++i) bq[i].data = eager.at(2 * static_cast<std::size_t>(n) + i);
   }
   /// Channel i (src * size + dst), made on first use: a channel holds a ring of messages
   /// (about 2.8 KB), and most programs use few of the size^2 pairs. Its sender and its
@@ -359,15 +365,6 @@ struct group_state : shardcast::detail::in_process_group {
 
  private:
   static constexpr std::size_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
-  /// One block for every rank's two eager buffers and the broadcast queue's data.
-  struct aligned_block {
-    std::byte* p;
-    explicit aligned_block(std::size_t bytes) : p(static_cast<std::byte*>(::operator new(bytes, std::align_val_t{64}))) {}
-    ~aligned_block() { ::operator delete(p, std::align_val_t{64}); }
-    aligned_block(const aligned_block&) = delete;
-    aligned_block& operator=(const aligned_block&) = delete;
-    std::byte* get() const { return p; }
-  } buffers_;
 };
 
 }  // namespace detail
@@ -584,8 +581,7 @@ class communicator {
   /// @throws comm_error on a size or type mismatch (as send and recv), a failed peer or a timeout.
   template <element_type T>
   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
-    if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
-    g_->throw_if_aborted("sendrecv", std::memory_order_relaxed);
+    require_p2p("sendrecv");
     SHARDCAST_EXPECTS(dest >= 0 && dest < size() && source >= 0 && source < size(),
                       "shardcast::host::sendrecv: dest " + std::to_string(dest) + " or source " + std::to_string(source) +
                           " is not a rank of this communicator of size " + std::to_string(size()));
@@ -600,17 +596,13 @@ class communicator {
     }
     auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + dest));
     detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
-    if (!e.large) {
-      take(recv, recv_count, source, "sendrecv");
-      return;
-    }
     try {
       take(recv, recv_count, source, "sendrecv");
     } catch (...) {
-      withdraw(e);  // `send` is not read after this throws
+      if (e.large) withdraw(e);  // `send` is not read after this throws
       throw;
     }
-    finish_send<T>(ch, e, send_count, dest, "sendrecv");
+    if (e.large) finish_send<T>(ch, e, send_count, dest, "sendrecv");
   }
 
   /// Every rank of the group meets once (with the check that all of them called barrier).
@@ -768,8 +760,7 @@ class communicator {
   /// Rank q's eager buffer for the collective in progress.
   template <class T>
   T* eager_buffer(int q) const {
-    const auto& e = g_->eager;
-    return reinterpret_cast<T*>(e.base + (2 * static_cast<std::size_t>(q) + static_cast<std::size_t>(par_)) * e.stride);
+    return reinterpret_cast<T*>(g_->eager.at(2 * static_cast<std::size_t>(q) + static_cast<std::size_t>(par_)));
   }
   /// Copies this rank's input of an eager collective into its eager buffer.
   template <class T>
@@ -897,11 +888,17 @@ class communicator {
     g_->wait(ch, lk, ready, where, true);
   }
 
-  void check_peer(int peer, const char* what) const {
+  /// What every point-to-point call checks first: comm_error on the null communicator, or
+  /// once the run has aborted (an eager send, and a receive of one already sent, would
+  /// otherwise complete after a peer has failed; every call entered after the failure
+  /// throws instead).
+  void require_p2p(const char* what) const {
     if (!g_) throw comm_error("shardcast::host: point-to-point call on a null communicator (default-constructed, or split with a negative color)");
-    // An eager send (and a receive of one already sent) would otherwise complete after a
-    // peer has failed; every call entered after the failure throws instead.
     g_->throw_if_aborted(what, std::memory_order_relaxed);
+  }
+
+  void check_peer(int peer, const char* what) const {
+    require_p2p(what);
     SHARDCAST_EXPECTS(peer >= 0 && peer < size() && peer != rank_,
                       std::string("shardcast::host::") + what + ": peer " + std::to_string(peer) + " is not another rank of this communicator of size " +
                           std::to_string(size()));

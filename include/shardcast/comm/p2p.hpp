@@ -249,7 +249,7 @@ class communicator {
   void recv(T* buf, std::size_t count, int peer_rank, stream_type s = {}) {
     live("recv");
     check_peer(peer_rank, "recv");
-    auto& ch = *g_->channels[std::size_t(peer_rank) * std::size_t(size()) + std::size_t(rank_)];
+    auto& ch = channel_between(peer_rank, rank_);
     std::unique_lock lk(ch.m);
     post_receive(ch, buf, count * sizeof(T), s);
     take_receive(ch, lk, peer_rank, s, "recv");
@@ -278,7 +278,7 @@ class communicator {
         SHARDCAST_CUDA_TRY(cudaMemcpyAsync(recv, send, send_count * sizeof(T), cudaMemcpyDeviceToDevice, s));
       return;
     }
-    auto& in = *g_->channels[std::size_t(source) * std::size_t(size()) + std::size_t(rank_)];
+    auto& in = channel_between(source, rank_);
     {
       std::unique_lock lk(in.m);
       post_receive(in, recv, recv_count * sizeof(T), s);
@@ -337,15 +337,19 @@ class communicator {
  private:
   const detail::slot& peer(int q) const { return g_->slots[std::size_t(q)]; }
 
+  /// The channel of the messages from rank `from` to rank `to`.
+  detail::channel& channel_between(int from, int to) const {
+    return *g_->channels[std::size_t(from) * std::size_t(size()) + std::size_t(to)];
+  }
+
   /// The sending half of send and sendrecv: waits for `peer_rank` to post its receive, then
   /// enqueues the copy into it on `s` (after the receiver's stream reached its receive) and
   /// records the event the receiver's stream waits for.
   template <class T>
   void deliver(const T* buf, std::size_t count, int peer_rank, stream_type s, const char* where) {
-    auto& g = *g_;
-    auto& ch = *g.channels[std::size_t(rank_) * std::size_t(size()) + std::size_t(peer_rank)];
+    auto& ch = channel_between(rank_, peer_rank);
     std::unique_lock lk(ch.m);
-    g.wait(ch, lk, [&] { return ch.posted && !ch.done; }, where);
+    g_->wait(ch, lk, [&] { return ch.posted && !ch.done; }, where);
     const std::size_t bytes = count * sizeof(T);
     if (ch.bytes != bytes) {
       ch.mismatch = true;
