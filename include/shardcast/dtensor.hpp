@@ -14,6 +14,7 @@
 #include <cuda/std/mdspan>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "detail/host_ops.hpp"
 #include "layout.hpp"
@@ -89,6 +90,11 @@ class dtensor {
       : mesh_(m), global_(global), owner_(std::move(owner)), data_(data) {
     set_box(local);
   }
+  dtensor(Mesh&& m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local)
+    requires(!std::same_as<Layout, dynamic_layout>)
+      : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data) {
+    set_box(local);
+  }
   dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data, const box& local,
           const runtime_layout& l)
     requires std::same_as<Layout, dynamic_layout>
@@ -118,6 +124,15 @@ class dtensor {
   /// True when this handle (or a copy) owns the local memory.
   bool owns() const { return static_cast<bool>(owner_); }
   const std::shared_ptr<T>& owner() const { return owner_; }
+
+  /// Internal: leaves this handle empty (as a default-constructed tensor) and returns the
+  /// mesh handle and the storage owner it held. redistribute of a tensor the caller gives
+  /// up (an rvalue) hands them to its result.
+  std::pair<Mesh, std::shared_ptr<T>> take() noexcept {
+    std::pair<Mesh, std::shared_ptr<T>> r(std::move(mesh_), std::move(owner_));
+    *this = dtensor();
+    return r;
+  }
 
   /// The local piece as a row-major mdspan with the local extents.
   mdspan_type local() const {

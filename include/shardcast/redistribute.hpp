@@ -4,7 +4,10 @@
 /// the planner made at compile time (one of `static_plans<From, To, R>`, the cheapest on
 /// the real mesh), executed as a fold over its steps. For dynamic-layout tensors, `redistribute(x, layout [, stream])`
 /// plans at run time with the real mesh shape and extents. The input is never modified;
-/// redistributing to the same layout returns a handle sharing the input's storage.
+/// redistributing to the same layout returns a handle sharing the input's storage. An input
+/// the caller gives up (`redistribute<To>(std::move(x))`, or a temporary) hands its mesh
+/// handle and, for a plan of one all_reduce, its storage to the result, which is then
+/// reduced in place.
 /// `redistribute_into(x, y [, stream])` runs the same plan into the storage y already has.
 ///
 /// @code
@@ -164,6 +167,62 @@ constexpr int single_collective_candidate(const plan_set& ps) {
   return single_collective(ps.p[0]) ? 0 : ps.n > 1 && single_collective(ps.p[1]) ? 1 : -1;
 }
 
+/// The candidate of `ps` that is one all_reduce, or -1: the plan a redistribute of a tensor
+/// the caller gives up may run in place.
+constexpr int single_all_reduce_candidate(const plan_set& ps) {
+  for (int i = 0; i < ps.n; ++i)
+    if (ps.p[i].nsteps == 1 && ps.p[i].steps[0].kind == step_kind::all_reduce) return i;
+  return -1;
+}
+
+/// What a redistribute of a tensor the caller gives up hands to its result.
+template <class T, class Mesh>
+struct given_up {
+  Mesh mesh;
+  std::shared_ptr<T> owner;
+  T* data;
+};
+
+/// Runs the all_reduce `sg` of a redistribute of `x`, which the caller gives up, in place:
+/// in x's storage when x owns it alone, else (a copy of x holds it, or x views the caller's
+/// memory) in new storage that first receives x's piece, so that every rank of the group
+/// runs it in place alike. Leaves x empty, also when the all_reduce throws after writing
+/// into x's storage (which is then released: nobody can read what it left there); when it
+/// throws on new storage, x is as it was.
+template <class T, int R, class L, class Mesh>
+given_up<T, Mesh> all_reduce_given_up(dtensor<T, R, L, Mesh>& x, const step_geometry& sg, reduce_op op, typename Mesh::stream_type s) {
+  std::shared_ptr<T> fresh;
+  T* data = x.data();
+  if (!x.owns() || x.owner().use_count() != 1) {
+    fresh = allocate_result<T>(x.mesh(), sg.in_elems, s);
+    data = fresh.get();
+    memory_ops<typename Mesh::memory_space>::copy(data, x.data(), sg.in_elems, s);
+  }
+  try {
+    static_cast<typename Mesh::comm_type*>(sg.comm)->all_reduce(data, data, sg.in_elems, op, s);
+  } catch (...) {
+    if (!fresh) x.take();
+    throw;
+  }
+  auto taken = x.take();
+  return {std::move(taken.first), fresh ? std::move(fresh) : std::move(taken.second), data};
+}
+
+/// Runs the static redistribute From -> To whose geometry is `g` (see redistribute).
+/// (Into `r`, which the caller declared: returning it by value costs the direct path four
+/// instructions per call with GCC 12.)
+template <class To, class T, int R, class From, class Mesh>
+inline void run_redistribute(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, run_result<T>& r) {
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  // The common case: a candidate that is one collective runs, with nothing staged.
+  constexpr int single = single_collective_candidate(ps);
+  if constexpr (single >= 0) {
+    r = g.direct == single ? run_single<ps, single, false, true>(x, g, s) : run_chosen_outlined<To>(x, g, s);
+  } else {
+    r = run_chosen<To>(x, g, s);
+  }
+}
+
 /// Why x and y do not fit redistribute_into (cold: only called when they do not).
 template <class T, int R, class LX, class LY, class Mesh>
 [[gnu::cold, gnu::noinline]] void throw_into_error(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY, Mesh>& y) {
@@ -213,14 +272,55 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
     detail::run_result<T> r;
-    // The common case: a candidate that is one collective runs, with nothing staged.
-    constexpr int single = detail::single_collective_candidate(static_plans<From, To, R>);
-    if constexpr (single >= 0) {
-      r = g.direct == single ? detail::run_single<ps, single, false, true>(x, g, s) : detail::run_chosen_outlined<To>(x, g, s);
-    } else {
-      r = detail::run_chosen<To>(x, g, s);
-    }
+    detail::run_redistribute<To>(x, g, s, r);
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), std::move(r.owner), r.data, *r.nb);
+  }
+}
+
+/// Converts `x`, which the caller gives up (`redistribute<To>(std::move(x))`, or a
+/// temporary such as `redistribute<To>(matmul(a, b))`), to layout `To`: the same plan and
+/// the same result as for a tensor the caller keeps, and
+/// - the result takes over x's mesh handle, and x's storage is released when the call
+///   returns unless a copy of x still holds it; x is left empty, as a default-constructed
+///   tensor;
+/// - when the plan is one all_reduce (partial -> replicate on the same piece), it runs in
+///   place. If x is the only owner of its storage, the result keeps that storage: nothing
+///   is allocated, and peak memory is one piece instead of two (an all_reduce of gradients
+///   or of a row-parallel layer's output). Storage that a copy of x still holds, or the
+///   caller's memory under a view (make_view), is never written: x's piece is copied to
+///   new storage first, and the all_reduce runs in place there (so every rank of the group
+///   calls it in place alike, as MPI requires of MPI_IN_PLACE).
+/// No storage that anyone can still read is written: if a collective throws, x is left as
+/// it was, except after a failed in-place all_reduce in its own storage, which leaves x
+/// empty (the storage, partly written, is released).
+template <class To, class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mesh::stream_type s = {}) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  static_assert(detail::same_op_partials(To::desc),
+                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  constexpr const plan_set& ps = static_plans<From, To, R>;
+  using Y = dtensor<T, R, To, Mesh>;
+  const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
+  if constexpr (ps.p[0].nsteps == 0) {
+    const box b = x.local_box();
+    T* const data = x.data();
+    auto taken = x.take();
+    return Y(std::move(taken.first), ext, std::move(taken.second), data, b);
+  } else {
+    const detail::plan_geometry& g = detail::static_geometry<To>(x);
+    constexpr int ar = detail::single_all_reduce_candidate(ps);
+    if constexpr (ar >= 0) {
+      const detail::step_geometry& sg = g.steps[0];
+      if (g.choice == ar && !g.staged() && sg.in_elems > 0) {
+        auto r = detail::all_reduce_given_up(x, sg, ps.p[ar].steps[0].op, s);
+        return Y(std::move(r.mesh), ext, std::move(r.owner), r.data, sg.nb);
+      }
+    }
+    detail::run_result<T> r;
+    detail::run_redistribute<To>(x, g, s, r);
+    auto taken = x.take();  // x's storage goes with `taken`, unless a copy of x holds it
+    return Y(std::move(taken.first), ext, std::move(r.owner), r.data, *r.nb);
   }
 }
 
@@ -300,6 +400,31 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_lay
   if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
   auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
   return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
+}
+
+/// Converts a dynamic-layout tensor the caller gives up (an rvalue) to `to`, as the static
+/// redistribute of an rvalue does: the result takes x's mesh handle, x is left empty, and a
+/// plan that is one all_reduce runs in place (in x's storage when x owns it alone).
+/// @throws layout_error if `to` does not fit the mesh or the tensor's rank
+template <class T, int R, class Mesh>
+dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, Mesh>&& x, const runtime_layout& to,
+                                                  typename Mesh::stream_type s = {}) {
+  using Y = dtensor<T, R, dynamic_layout, Mesh>;
+  const auto* e = detail::runtime_plan_entry(x, to);
+  const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
+  if (!e) {
+    const box b = x.local_box();
+    T* const data = x.data();
+    auto taken = x.take();
+    return Y(std::move(taken.first), ext, std::move(taken.second), data, b, to);
+  }
+  if (e->p.nsteps == 1 && e->p.steps[0].kind == step_kind::all_reduce && !e->g.staged() && e->g.steps[0].in_elems > 0) {
+    auto r = detail::all_reduce_given_up(x, e->g.steps[0], e->p.steps[0].op, s);
+    return Y(std::move(r.mesh), ext, std::move(r.owner), r.data, e->g.steps[0].nb, to);
+  }
+  auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
+  auto taken = x.take();  // x's storage goes with `taken`, unless a copy of x holds it
+  return Y(std::move(taken.first), ext, std::move(owner), data, e->g.final_box(), to);
 }
 
 /// Converts a dynamic-layout tensor to the layout of `y` and writes the result into y's

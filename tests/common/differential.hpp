@@ -258,6 +258,51 @@ std::string differential_into_case(const Mesh& m, const runtime_layout& src, con
   return err.empty() ? err : to_string(src) + " -> " + to_string(dst) + " (redistribute_into): " + err;
 }
 
+/// Is the plan x -> dst one all_reduce (the plans that run in place)?
+template <class T, int R, class Mesh>
+bool one_all_reduce(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& dst) {
+  const plan p = plan_for(x, dst);
+  return p.nsteps == 1 && p.steps[0].kind == step_kind::all_reduce;
+}
+
+/// What is wrong with a tensor that was given up, or "".
+template <class D>
+std::string check_emptied(const D& x) {
+  if (x.owns() || x.data() != nullptr || x.local_size() != 0) return "the given-up tensor was not left empty";
+  return "";
+}
+
+/// distribute(src) -> redistribute(std::move(x), dst) -> compare: the result matches the
+/// reference, x is left empty, and a plan of one all_reduce runs in place in storage x
+/// owned alone. `keep`: 0 nothing else refers to x's storage, 1 a copy of x holds it, 2 x
+/// is a view over memory the test owns (neither may be written).
+template <class T, std::size_t R, class Mesh>
+std::string differential_given_up_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst,
+                                       const std::array<std::int64_t, R>& ext, int keep) {
+  std::int64_t n = 1;
+  for (auto v : ext) n *= v;
+  const std::vector<T> g = make_global<T>(n);
+  auto owned = distribute(m, src, g, ext);
+  spread_partial_terms(owned, g);
+  std::vector<T> viewed(owned.local_size());
+  for (std::size_t i = 0; i < viewed.size(); ++i) viewed[i] = owned.data()[i];
+  using D = dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>;
+  D x = keep == 2 ? D(m, ext, nullptr, viewed.data(), src) : owned;
+  if (keep != 1) owned = D();  // x alone owns its storage (keep 0), or owns none (keep 2)
+  const auto before = snapshot(x);
+  const T* const old = x.data();
+  const bool in_place = keep == 0 && x.local_size() > 0 && one_all_reduce(x, dst);
+  auto y = redistribute(std::move(x), dst);
+  const std::string what = to_string(src) + " -> " + to_string(dst) + (keep == 0 ? "" : keep == 1 ? " (copy kept)" : " (view)") + ": ";
+  std::string err = check_against_reference(y, g);
+  if (err.empty()) err = check_emptied(x);
+  if (err.empty() && in_place && y.data() != old) err = "one all_reduce on storage the tensor owned alone did not run in place";
+  if (err.empty() && keep == 1 && snapshot(owned) != before) err = "wrote into storage a copy of the tensor holds";
+  if (err.empty() && keep == 2 && viewed != before) err = "wrote into the memory under a view";
+  if (err.empty() && keep != 0 && !(src == dst) && y.local_size() > 0 && y.data() == old) err = "the result shares storage it may not write";
+  return err.empty() ? err : what + err;
+}
+
 /// Every placement for a rank-`rank` tensor: R, S(0..rank-1), P(op).
 inline std::vector<placement_desc> placements(int rank, reduce_op op) {
   std::vector<placement_desc> v{placement_desc::make_replicate()};

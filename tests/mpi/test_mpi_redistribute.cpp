@@ -16,16 +16,26 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-/// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`; with
-/// `Into`, through redistribute_into, into a view over guarded memory.
-template <class T, int N, std::size_t R, bool Into = false>
+enum class mode { plain, into, given_up };
+
+/// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`; `into`:
+/// through redistribute_into, into a view over guarded memory; `given_up`: with the input
+/// given up (std::move), its storage owned alone, held by a copy, or viewed.
+template <class T, int N, std::size_t R, mode Mode = mode::plain>
 std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
                   std::size_t stride) {
   auto m = sc::make_mesh(c, shape);
   std::size_t cases = 0;
   st::for_each_layout_pair(N, static_cast<int>(R), stride, [&](const sc::runtime_layout& src, const sc::runtime_layout& dst) {
     for (const auto& e : extents) {
-      const std::string err = Into ? st::differential_into_case<T>(m, src, dst, e) : st::differential_case<T>(m, src, dst, e);
+      std::string err;
+      if constexpr (Mode == mode::into) err = st::differential_into_case<T>(m, src, dst, e);
+      else if constexpr (Mode == mode::plain) err = st::differential_case<T>(m, src, dst, e);
+      else
+        for (int keep = 0; keep < 3; ++keep) {  // (every rank runs all three: each is collective)
+          std::string k = st::differential_given_up_case<T>(m, src, dst, e, keep);
+          if (err.empty()) err = std::move(k);
+        }
       ++cases;
       if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
     }
@@ -71,8 +81,15 @@ TEST_CASE("mpi: layout pairs on 2-axis meshes match the reference") {
 
 TEST_CASE("mpi: redistribute_into on 1- and 2-axis meshes matches the reference") {
   sc::mpi::communicator c(MPI_COMM_WORLD);
-  std::size_t n = sweep<std::int32_t, 1, 2, true>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
-  for (auto s : shapes2(c.size())) n += sweep<float, 2, 2, true>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
+  std::size_t n = sweep<std::int32_t, 1, 2, mode::into>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
+  for (auto s : shapes2(c.size())) n += sweep<float, 2, 2, mode::into>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
+  CHECK(n > 0);
+}
+
+TEST_CASE("mpi: redistribute of a given-up tensor on 1- and 2-axis meshes matches the reference, in place for one all_reduce") {
+  sc::mpi::communicator c(MPI_COMM_WORLD);
+  std::size_t n = sweep<std::int32_t, 1, 2, mode::given_up>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
+  for (auto s : shapes2(c.size())) n += sweep<double, 2, 2, mode::given_up>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
   CHECK(n > 0);
 }
 

@@ -400,7 +400,10 @@ class communicator {
     // Phase 1: this rank reduces its segment of every peer's input into its output.
     const std::size_t seg = (count + static_cast<std::size_t>(n) - 1) / static_cast<std::size_t>(n);
     const std::size_t lo = std::min(count, seg * static_cast<std::size_t>(rank_)), hi = std::min(count, lo + seg);
-    const bool st = streaming<T>(3 * static_cast<std::size_t>(n) * count);
+    // In place, this rank's segment of the output was just read as input and sits in the
+    // cache, where streaming stores would first have to evict it; plain stores are faster
+    // (in place, 2 and 4 ranks, 16-64 MiB: 1.3-2.7x, docs/bench.md "In-place reductions").
+    const bool st = send != recv && streaming<T>(3 * static_cast<std::size_t>(n) * count);
     reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(at(q).send); }, st);
     g_->barrier("all_reduce");
     // Phase 2: copy the other segments out of their owners' outputs.
@@ -441,8 +444,11 @@ class communicator {
       return;
     }
     enter("reduce_scatter");
+    // In place (recv is this rank's block of send), the output lines were just read as input
+    // and sit in the cache, where streaming stores would first have to evict them: plain
+    // stores are faster there (as in all_reduce).
     reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(at(q).send); },
-                    streaming<T>((n * n + n) * count));
+                    recv != send + off && streaming<T>((n * n + n) * count));
     g_->barrier("reduce_scatter");
   }
 

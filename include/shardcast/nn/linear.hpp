@@ -143,7 +143,7 @@ class column_parallel_linear {
     static_assert(std::is_same_v<typename decltype(db)::layout_type, bias_grad_layout>);
     auto dxp = detail::gemm_op_dtensor<gemm_op::n, gemm_op::t>(dy, weight, gemm_, s);  // dY W^T: partial over TP
     static_assert(std::is_same_v<typename decltype(dxp)::layout_type, typename L::partial_sum>);
-    return gradients{redistribute<input_layout>(dxp, s), std::move(dw), std::move(db)};
+    return gradients{redistribute<input_layout>(std::move(dxp), s), std::move(dw), std::move(db)};  // in place when one all_reduce
   }
 
   weight_type weight;  ///< W [in, out], this rank's columns
