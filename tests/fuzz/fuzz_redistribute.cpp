@@ -13,7 +13,9 @@
 //                                         given (the CTest fuzz_redistribute_wide: 6, 4, 24)
 //   --calls C                             redistributes per case, 2 unless given: the
 //                                         second runs on what the first cached, and the
-//                                         first result is checked again after it
+//                                         first result is checked again after it; in odd
+//                                         cases the later calls give their inputs up
+//                                         (std::move), which runs one all_reduce in place
 // With more than 4 axes the axes' sizes are shuffled, so that an axis of size 1 (the last
 // ones, when the first have used up the ranks) can be any axis; rank-4 tensors take
 // extents of at most 13, so their global tensors stay small.
@@ -97,7 +99,8 @@ std::string run_cases(const mesh_spec& ms, const std::vector<case_spec>& cases, 
       // redistribute, then redistribute_into a guarded view; every rank runs both (the
       // checks are collective), and the first error counts.
       auto both = [&]<class T, std::size_t R>(const std::array<std::int64_t, R>& e) {
-        err = sc::testing::differential_case<T>(m, k.src, k.dst, e, {}, calls);
+        // Odd cases give the inputs of their later calls up (redistribute of an rvalue).
+        err = sc::testing::differential_case<T>(m, k.src, k.dst, e, {}, calls, i % 2 == 1);
         const std::string into = sc::testing::differential_into_case<T>(m, k.src, k.dst, e);
         if (err.empty()) err = into;
       };
