@@ -177,6 +177,13 @@ void spread_partial_terms(dtensor<T, R, L, Mesh>& x, const std::vector<T>& globa
   detail::memory_ops<typename Mesh::memory_space>::from_host(x.data(), host.data(), host.size(), s);
 }
 
+/// What is wrong with a tensor that was given up, or "".
+template <class D>
+std::string check_emptied(const D& x) {
+  if (x.owns() || x.data() != nullptr || x.local_size() != 0) return "the given-up tensor was not left empty";
+  return "";
+}
+
 /// distribute(src) -> redistribute(dst) -> compare; also checks the input is unchanged.
 /// With `calls` > 1 it redistributes that many inputs in all, each from other global
 /// values, while the first result lives (the later calls run on the plan, geometry and
@@ -203,7 +210,7 @@ std::string differential_case(const Mesh& m, const runtime_layout& src, const ru
     spread_partial_terms(xc, gc, s);
     auto again = give_up_later ? redistribute(std::move(xc), dst, s) : redistribute(xc, dst, s);
     err = check_against_reference(again, gc, s);
-    if (err.empty() && give_up_later && (xc.owns() || xc.data() != nullptr)) err = "the given-up input was not left empty";
+    if (err.empty() && give_up_later) err = check_emptied(xc);
     if (!err.empty())
       return to_string(src) + " -> " + to_string(dst) + ", call " + std::to_string(c + 1) + (give_up_later ? " (input given up)" : "") + ": " + err;
   }
@@ -269,13 +276,6 @@ bool one_all_reduce(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_
   return p.nsteps == 1 && p.steps[0].kind == step_kind::all_reduce;
 }
 
-/// What is wrong with a tensor that was given up, or "".
-template <class D>
-std::string check_emptied(const D& x) {
-  if (x.owns() || x.data() != nullptr || x.local_size() != 0) return "the given-up tensor was not left empty";
-  return "";
-}
-
 /// distribute(src) -> redistribute(std::move(x), dst) -> compare: the result matches the
 /// reference, x is left empty, and a plan of one all_reduce runs in place in storage x
 /// owned alone. `keep`: 0 nothing else refers to x's storage, 1 a copy of x holds it, 2 x
@@ -288,8 +288,7 @@ std::string differential_given_up_case(const Mesh& m, const runtime_layout& src,
   const std::vector<T> g = make_global<T>(n);
   auto owned = distribute(m, src, g, ext);
   spread_partial_terms(owned, g);
-  std::vector<T> viewed(owned.local_size());
-  for (std::size_t i = 0; i < viewed.size(); ++i) viewed[i] = owned.data()[i];
+  std::vector<T> viewed = snapshot(owned);  // the memory a view (keep 2) wraps
   using D = dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>;
   D x = keep == 2 ? D(m, ext, nullptr, viewed.data(), src) : owned;
   if (keep != 1) owned = D();  // x alone owns its storage (keep 0), or owns none (keep 2)
