@@ -14,6 +14,7 @@
 #include <cuda/std/mdspan>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "detail/host_ops.hpp"
@@ -153,5 +154,25 @@ class dtensor {
     for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) off_[d] = b.off[d], ext_[d] = b.ext[d];
   }
 };
+
+namespace detail {
+/// Internal: the tensor of type Y (x's element type, rank and mesh type; layout l, which
+/// gives x's local box) that takes over x's mesh handle, storage and piece as they are,
+/// leaving x empty: a redistribute with no steps, or an operator that wrote over x's
+/// piece, of a tensor the caller gave up.
+template <class Y, class X>
+Y take_as(X& x, const runtime_layout& l) {
+  static_assert(std::is_same_v<typename Y::value_type, typename X::value_type> && Y::rank == X::rank &&
+                std::is_same_v<typename Y::mesh_type, typename X::mesh_type>);
+  const auto ext = x.global_extents();
+  const box b = x.local_box();
+  auto* const data = x.data();
+  auto taken = x.take();
+  if constexpr (std::is_same_v<typename Y::layout_type, dynamic_layout>)
+    return Y(std::move(taken.first), ext, std::move(taken.second), data, b, l);
+  else
+    return (void)l, Y(std::move(taken.first), ext, std::move(taken.second), data, b);
+}
+}  // namespace detail
 
 }  // namespace shardcast

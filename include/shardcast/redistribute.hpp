@@ -303,10 +303,7 @@ dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mes
   using Y = dtensor<T, R, To, Mesh>;
   const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
   if constexpr (ps.p[0].nsteps == 0) {
-    const box b = x.local_box();
-    T* const data = x.data();
-    auto taken = x.take();
-    return Y(std::move(taken.first), ext, std::move(taken.second), data, b);
+    return detail::take_as<Y>(x, To::desc);
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
     constexpr int ar = detail::single_all_reduce_candidate(ps);
@@ -412,12 +409,7 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, M
   using Y = dtensor<T, R, dynamic_layout, Mesh>;
   const auto* e = detail::runtime_plan_entry(x, to);
   const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
-  if (!e) {
-    const box b = x.local_box();
-    T* const data = x.data();
-    auto taken = x.take();
-    return Y(std::move(taken.first), ext, std::move(taken.second), data, b, to);
-  }
+  if (!e) return detail::take_as<Y>(x, to);
   if (e->p.nsteps == 1 && e->p.steps[0].kind == step_kind::all_reduce && !e->g.staged() && e->g.steps[0].in_elems > 0) {
     auto r = detail::all_reduce_given_up(x, e->g.steps[0], e->p.steps[0].op, s);
     return Y(std::move(r.mesh), ext, std::move(r.owner), r.data, e->g.steps[0].nb, to);

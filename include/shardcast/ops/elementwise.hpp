@@ -31,6 +31,10 @@
 ///   auto q = sc::scale(p, 0.5f);             // still partial<sum>: scaling is linear
 /// @endcode
 ///
+/// Every operator also takes a first operand the caller gives up (`map(std::move(x), f)`,
+/// a temporary): x is left empty, and the result is written over x's piece in x's storage
+/// when x owns it alone and the element type stays (see the map overload for the rules).
+///
 /// Local work goes through `detail::elementwise_exec<memory_space>` (host loops here, CUDA
 /// kernels in cuda/elementwise.cuh), so the same calls work on device meshes, with the
 /// stream as the last argument.
@@ -538,8 +542,53 @@ using bias_add_layout_t = typename bias_add_layout<LX, LB, R>::type;
 
 namespace detail {
 
-template <class T, int R, class L, class Mesh, class F>
-auto map_impl(const char* who, const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s) {
+/// True when the element ranges [p, p + n) and [q, q + m) share a byte.
+template <class A, class B>
+bool ranges_overlap(const A* p, std::size_t n, const B* q, std::size_t m) {
+  if (n == 0 || m == 0) return false;
+  const auto a0 = reinterpret_cast<std::uintptr_t>(p), b0 = reinterpret_cast<std::uintptr_t>(q);
+  return a0 < b0 + m * sizeof(B) && b0 < a0 + n * sizeof(A);
+}
+
+/// The output of an elementwise op whose first operand is `x` and whose output has x's
+/// layout (`ly`, x's layout value) and box, with elements of type U.
+/// - Given (the caller gives x up) and x's storage can take the output: x owns it alone,
+///   U is x's element type, and `may_alias` (no other operand reads memory that overlaps
+///   x's piece other than element for element): the output takes x's mesh handle and
+///   storage, and x is left empty. The op then writes over the elements it reads.
+/// - otherwise new storage on x's mesh; a given-up x is emptied by `release_given_up`
+///   once the op has run, so x is unchanged if the op throws.
+/// (X is the operand's dtensor type, const-qualified when the caller keeps it.)
+template <class U, int R, class LY, bool Given, class X>
+dtensor<U, R, LY, typename X::mesh_type> elementwise_output(X& x, const runtime_layout& ly, bool may_alias, typename X::mesh_type::stream_type s) {
+  using T = typename X::value_type;
+  using L = typename X::layout_type;
+  using Mesh = typename X::mesh_type;
+  static_assert(!Given || !std::is_const_v<X>, "shardcast: a given-up operand is passed as a non-const dtensor");
+  if constexpr (Given && std::is_same_v<U, T>) {
+    if (may_alias && x.owns() && x.owner().use_count() == 1) {
+      static_assert(is_dynamic_v<LY> || std::is_same_v<LY, L>, "shardcast: an elementwise output keeps its first operand's layout");
+      return take_as<dtensor<U, R, LY, Mesh>>(x, ly);
+    }
+  }
+  (void)may_alias;
+  return make_output<U, R, LY>(x.mesh(), x.global_extents(), ly, s);
+}
+
+/// Leaves a given-up operand empty (its storage goes unless a copy holds it; a no-op when
+/// the output already took it).
+template <bool Given, class X>
+void release_given_up(X& x) noexcept {
+  if constexpr (Given) (void)x.take();
+}
+
+/// (X: x's dtensor type, const when the caller keeps x; likewise XA and X below.)
+template <bool Given, class X, class F>
+auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) {
+  using T = typename X::value_type;
+  constexpr int R = X::rank;
+  using L = typename X::layout_type;
+  using Mesh = typename X::mesh_type;
   using U = map_result_t<T, F>;
   using LY = typename std::conditional_t<is_dynamic_v<L>, std::type_identity<dynamic_layout>, map_layout<L, F>>::type;
   runtime_layout ly = x.layout();
@@ -548,13 +597,19 @@ auto map_impl(const char* who, const dtensor<T, R, L, Mesh>& x, F f, typename Me
     expect_legal(who, r, ly, runtime_layout{});
     ly = r.out;
   }
-  auto y = make_output<U, R, LY>(x.mesh(), x.global_extents(), ly, s);
-  if (x.local_size() > 0) elementwise_exec<typename Mesh::memory_space>::map(x.data(), y.data(), x.local_size(), f, s);
+  const T* const in = x.data();
+  const std::size_t n = x.local_size();
+  auto y = elementwise_output<U, R, LY, Given>(x, ly, true, s);
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::map(in, y.data(), n, f, s);
+  release_given_up<Given>(x);
   return y;
 }
 
-template <class TA, int R, class LA, class Mesh, class TB, class LB, class F>
-auto zip_impl(const char* who, const dtensor<TA, R, LA, Mesh>& a, const dtensor<TB, R, LB, Mesh>& b, F f, typename Mesh::stream_type s) {
+template <bool Given, class XA, class TB, int R, class LB, class Mesh, class F>
+auto zip_impl(const char* who, XA& a, const dtensor<TB, R, LB, Mesh>& b, F f, typename Mesh::stream_type s) {
+  using TA = typename XA::value_type;
+  using LA = typename XA::layout_type;
+  static_assert(XA::rank == R && std::is_same_v<typename XA::mesh_type, Mesh>);
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F>>::type;
@@ -568,9 +623,17 @@ auto zip_impl(const char* who, const dtensor<TA, R, LA, Mesh>& a, const dtensor<
     expect_legal(who, r, a.layout(), b.layout());
     ly = r.out;
   }
-  auto y = make_output<V, R, LY>(a.mesh(), a.global_extents(), ly, s);
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
-  if (a.local_size() > 0) elementwise_exec<typename Mesh::memory_space>::zip(a.data(), b.data(), y.data(), a.local_size(), f, s);
+  // Pointers first: b may be a itself (zip(std::move(a), a)), which the output empties.
+  const TA* const in = a.data();
+  const TB* const bin = b.data();
+  const std::size_t n = a.local_size();
+  // Element i of b is read before element i of the output is written, so b's piece may be
+  // a's piece itself, but not overlap it at another offset.
+  const bool may_alias = static_cast<const void*>(bin) == static_cast<const void*>(in) || !ranges_overlap(in, n, bin, n);
+  auto y = elementwise_output<V, R, LY, Given>(a, ly, may_alias, s);
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip(in, bin, y.data(), n, f, s);
+  release_given_up<Given>(a);
   return y;
 }
 
@@ -588,8 +651,12 @@ struct scalar_mul_layout {
   using type = typename checked_layout<scalar_mul_rules(LX::desc, LS::desc), LX, LS, fn::mul_fn>::type;
 };
 
-template <class TX, int R, class LX, class Mesh, class TS, class LS>
-auto scalar_mul_impl(const dtensor<TX, R, LX, Mesh>& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::stream_type s) {
+template <bool Given, class X, class TS, class LS, class Mesh>
+auto scalar_mul_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::stream_type s) {
+  using TX = typename X::value_type;
+  constexpr int R = X::rank;
+  using LX = typename X::layout_type;
+  static_assert(std::is_same_v<typename X::mesh_type, Mesh>);
   constexpr const char* who = "shardcast::mul";
   constexpr bool dyn = is_dynamic_v<LX> || is_dynamic_v<LS>;
   expect_same_mesh(who, x.mesh(), sc.mesh(), "x", "s");
@@ -600,10 +667,60 @@ auto scalar_mul_impl(const dtensor<TX, R, LX, Mesh>& x, const dtensor<TS, 0, LS,
     ly = r.out;
   }
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, scalar_mul_layout<LX, LS>>::type;
-  auto y = make_output<TX, R, LY>(x.mesh(), x.global_extents(), ly, s);
+  const TX* const in = x.data();
+  const TS* const factor = sc.data();
+  const std::size_t n = x.local_size();
+  // The factor is read for every element: it must not lie in the piece being overwritten.
+  auto y = elementwise_output<TX, R, LY, Given>(x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
   // The factor is the one element of s's local piece, broadcast as a row of length 1.
-  if (x.local_size() > 0)
-    elementwise_exec<typename Mesh::memory_space>::zip_rows(x.data(), sc.data(), y.data(), x.local_size(), std::size_t{1}, fn::mul, s);
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, factor, y.data(), n, std::size_t{1}, fn::mul, s);
+  release_given_up<Given>(x);
+  return y;
+}
+
+template <class T, int R, class Mesh, class TB, int RB, class MeshB>
+constexpr bool check_bias_types() {
+  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::bias_add: x and the bias have different mesh types; both must live on the same mesh.");
+  static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
+  static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; reshape it or use add(x, b) for a full-shape b.");
+  static_assert(std::is_same_v<T, TB>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
+  return true;
+}
+
+template <bool Given, class X, class TB, int RB, class LB, class MeshB>
+auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mesh_type::stream_type s) {
+  using T = typename X::value_type;
+  constexpr int R = X::rank;
+  using LX = typename X::layout_type;
+  using Mesh = typename X::mesh_type;
+  constexpr const char* who = "shardcast::bias_add";
+  constexpr bool dyn = is_dynamic_v<LX> || is_dynamic_v<LB>;
+  expect_same_mesh(who, x.mesh(), bias.mesh(), "x", "bias");
+  const auto ex = x.global_extents();
+  if (bias.global_extents()[0] != ex[R - 1])
+    throw layout_error(std::string(who) + ": x has global extents " + describe_extents(ex) + " but the bias has " +
+                       describe_extents(bias.global_extents()) + "; the bias needs x's last extent " + std::to_string(ex[R - 1]));
+  runtime_layout ly = x.layout();
+  if constexpr (dyn) {
+    const layout_rule r = bias_rules(x.layout(), bias.layout(), R);
+    if (r.err == op_rule::bias_placement)
+      throw layout_error(std::string(who) + ": on mesh axis " + std::to_string(r.axis) + " x is " + to_string(x.layout()[r.axis]) +
+                         " and the bias is " + to_string(bias.layout()[r.axis]) + "; for x \"" + to_string(x.layout()) +
+                         "\" the bias layout must be \"" + to_string(bias_layout_for(x.layout(), R)) + "\", so redistribute the bias first");
+    expect_legal(who, r, x.layout(), bias.layout());
+  }
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, bias_add_layout<LX, LB, R>>::type;
+  const box &bx = x.local_box(), &bb = bias.local_box();
+  SHARDCAST_EXPECTS(bx.off[R - 1] == bb.off[0] && bx.ext[R - 1] == bb.ext[0],
+                    std::string(who) + ": the local pieces of x and the bias do not line up along x's last dim");
+  const auto cols = static_cast<std::size_t>(bx.ext[R - 1]);
+  const T* const in = x.data();
+  const TB* const row = bias.data();  // first: the bias may be x itself (rank 1), which the output empties
+  const std::size_t n = x.local_size();
+  // Every row reads the whole bias piece: it must not lie in the piece being overwritten.
+  auto y = elementwise_output<T, R, LY, Given>(x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, row, y.data(), n / cols, cols, fn::add, s);
+  release_given_up<Given>(x);
   return y;
 }
 
@@ -612,7 +729,7 @@ auto scalar_mul_impl(const dtensor<TX, R, LX, Mesh>& x, const dtensor<TS, 0, LS,
 /// y = f(x) elementwise, on the local pieces (no communication). The element type of y is
 /// what f returns for T.
 /// @tparam F functor callable as f(T); on device meshes it must be callable in device code
-/// @param x input (unchanged)
+/// @param x input (unchanged; see the overload below for an x the caller gives up)
 /// @param f the functor; on a partial<sum|avg> axis it must be linear (is_linear_v<F>, e.g.
 ///        fn::scale(2.0f) or fn::linear(g)); on partial<max|min|prod> no map is allowed
 /// @param s stream for device meshes (host meshes ignore it)
@@ -623,7 +740,22 @@ auto scalar_mul_impl(const dtensor<TX, R, LX, Mesh>& x, const dtensor<TS, 0, LS,
 /// @endcode
 template <class T, int R, class L, class Mesh, class F>
 auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}) {
-  return detail::map_impl("shardcast::map", x, f, s);
+  return detail::map_impl<false>("shardcast::map", x, f, s);
+}
+
+/// map of a tensor the caller gives up (`map(std::move(x), f)`, or a temporary such as
+/// `map(bias_add(matmul(h, w), b), fn::gelu)`): the same result, and x is left empty.
+/// When x owns its storage alone and f returns T, y is written over x's piece in x's
+/// storage (nothing is allocated); otherwise into new storage, and x's storage is released
+/// when the call returns unless a copy of x holds it. A view's memory (make_view) is never
+/// written. If f throws part-way through x's own storage, that storage is released too.
+/// The same holds for the first operand of scale, zip, add, sub, mul and bias_add below.
+/// @code
+///   auto h = sc::map(sc::bias_add(sc::matmul(x, w1), b1), sc::fn::gelu);  // one local piece, not two
+/// @endcode
+template <class T, int R, class L, class Mesh, class F>
+auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
+  return detail::map_impl<true>("shardcast::map", x, f, s);
 }
 
 /// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
@@ -637,12 +769,21 @@ auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type s = {}) {
-  return detail::map_impl("shardcast::scale", x, fn::scale(factor), s);
+  return detail::map_impl<false>("shardcast::scale", x, fn::scale(factor), s);
+}
+/// scale of a tensor the caller gives up: x is left empty, and y takes x's storage when x
+/// owns it alone (see map of a given-up tensor).
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = {}) {
+  return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
 }
 
 /// y = f(a, b) elementwise. a and b need the same mesh, rank, global extents and layout
 /// (on a partial<sum|avg> axis f must be linear); y has that layout.
-/// @param a, b inputs (unchanged)
+/// @param a, b inputs (unchanged; an `a` the caller gives up, `zip(std::move(a), b, f)`,
+///        is left empty and y takes its storage when a owns it alone and f returns TA:
+///        see map of a given-up tensor)
 /// @param f functor callable as f(TA, TB)
 /// @param s stream for device meshes
 /// @throws layout_error if a and b live on different meshes or have different global
@@ -654,32 +795,69 @@ auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type
 template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
 auto zip(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  return detail::zip_impl("shardcast::zip", a, b, f, s);
+  return detail::zip_impl<false>("shardcast::zip", a, b, f, s);
+}
+template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
+auto zip(dtensor<TA, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  return detail::zip_impl<true>("shardcast::zip", a, b, f, s);
 }
 
 /// a + b elementwise: equal layouts; partial<sum> + partial<sum> (and avg) stays partial.
-/// @param a, b operands of equal element type, rank, extents and layout (unchanged)
+/// @param a, b operands of equal element type, rank, extents and layout (unchanged; an `a`
+///        the caller gives up is left empty, and the sum goes to a's storage when a owns
+///        it alone: see map of a given-up tensor)
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto c = sc::add(p, q);  // p, q: layout<shard<0>, partial<sum>>  ->  layout<shard<0>, partial<sum>>
+///   acc = sc::add(std::move(acc), g);  // accumulates into acc's storage
 /// @endcode
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto add(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
   static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl("shardcast::add", a, b, fn::add, s);
+  return detail::zip_impl<false>("shardcast::add", a, b, fn::add, s);
+}
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto add(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl<true>("shardcast::add", a, b, fn::add, s);
 }
 
-/// a - b elementwise; same rules as add.
+/// a - b elementwise; same rules as add (a given-up `a` as for add).
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
   static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl("shardcast::sub", a, b, fn::sub, s);
+  return detail::zip_impl<false>("shardcast::sub", a, b, fn::sub, s);
 }
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto sub(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  detail::check_binary_types<RA, Mesh, RB, MeshB>();
+  static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl<true>("shardcast::sub", a, b, fn::sub, s);
+}
+
+namespace detail {
+template <bool Given, class XA, class TB, int RB, class LB, class MeshB>
+auto mul_impl(XA& a, const dtensor<TB, RB, LB, MeshB>& b, typename MeshB::stream_type s) {
+  using T = typename XA::value_type;
+  constexpr int RA = XA::rank;
+  using Mesh = typename XA::mesh_type;
+  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(std::is_same_v<T, TB>, "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  if constexpr (RB == 0 && RA > 0) {
+    return scalar_mul_impl<Given>(a, b, s);
+  } else {
+    check_binary_types<RA, Mesh, RB, MeshB>();
+    return zip_impl<Given>("shardcast::mul", a, b, fn::mul, s);
+  }
+}
+}  // namespace detail
 
 /// a * b elementwise. Two forms:
 /// - b of the same rank as a: equal layouts with no partial axis (the product of two
@@ -687,20 +865,19 @@ auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b,
 /// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
 ///   partial<sum|avg> (a partial sum times a replicated scalar is the sum of the scaled
 ///   terms), y has a's layout.
+/// An `a` the caller gives up is left empty, and the product goes to a's storage when a
+/// owns it alone (see map of a given-up tensor).
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto y = sc::mul(p /* layout<partial<sum>> [n] */, s /* layout<replicate>, rank 0 */);  // layout<partial<sum>>
 /// @endcode
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(std::is_same_v<T, TB>, "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  if constexpr (RB == 0 && RA > 0) {
-    return detail::scalar_mul_impl(a, b, s);
-  } else {
-    detail::check_binary_types<RA, Mesh, RB, MeshB>();
-    return detail::zip_impl("shardcast::mul", a, b, fn::mul, s);
-  }
+  return detail::mul_impl<false>(a, b, s);
+}
+template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
+auto mul(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
+  return detail::mul_impl<true>(a, b, s);
 }
 
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
@@ -708,7 +885,8 @@ auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b,
 /// x shard<R-1> needs bias shard<0>; x replicate or shard<d> (d < R-1) needs bias
 /// replicate; x partial is refused (the bias would be added once per partial term).
 /// y has x's layout.
-/// @param x rank R >= 1
+/// @param x rank R >= 1 (unchanged; an x the caller gives up is left empty, and y takes
+///        its storage when x owns it alone: see map of a given-up tensor)
 /// @param bias rank 1, extent = x's last global extent
 /// @throws layout_error if bias's extent differs from x's last extent or the meshes differ
 /// @code
@@ -717,35 +895,13 @@ auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b,
 /// @endcode
 template <class T, int R, class LX, class Mesh, class TB, int RB, class LB, class MeshB>
 auto bias_add(const dtensor<T, R, LX, Mesh>& x, const dtensor<TB, RB, LB, MeshB>& bias, typename Mesh::stream_type s = {}) {
-  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::bias_add: x and the bias have different mesh types; both must live on the same mesh.");
-  static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
-  static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; reshape it or use add(x, b) for a full-shape b.");
-  static_assert(std::is_same_v<T, TB>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
-  constexpr const char* who = "shardcast::bias_add";
-  constexpr bool dyn = detail::is_dynamic_v<LX> || detail::is_dynamic_v<LB>;
-  detail::expect_same_mesh(who, x.mesh(), bias.mesh(), "x", "bias");
-  const auto ex = x.global_extents();
-  if (bias.global_extents()[0] != ex[R - 1])
-    throw layout_error(std::string(who) + ": x has global extents " + detail::describe_extents(ex) + " but the bias has " +
-                       detail::describe_extents(bias.global_extents()) + "; the bias needs x's last extent " + std::to_string(ex[R - 1]));
-  runtime_layout ly = x.layout();
-  if constexpr (dyn) {
-    const detail::layout_rule r = detail::bias_rules(x.layout(), bias.layout(), R);
-    if (r.err == detail::op_rule::bias_placement)
-      throw layout_error(std::string(who) + ": on mesh axis " + std::to_string(r.axis) + " x is " + to_string(x.layout()[r.axis]) +
-                         " and the bias is " + to_string(bias.layout()[r.axis]) + "; for x \"" + to_string(x.layout()) +
-                         "\" the bias layout must be \"" + to_string(detail::bias_layout_for(x.layout(), R)) + "\", so redistribute the bias first");
-    detail::expect_legal(who, r, x.layout(), bias.layout());
-  }
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, bias_add_layout<LX, LB, R>>::type;
-  auto y = detail::make_output<T, R, LY>(x.mesh(), ex, ly, s);
-  const box &bx = x.local_box(), &bb = bias.local_box();
-  SHARDCAST_EXPECTS(bx.off[R - 1] == bb.off[0] && bx.ext[R - 1] == bb.ext[0],
-                    std::string(who) + ": the local pieces of x and the bias do not line up along x's last dim");
-  const auto cols = static_cast<std::size_t>(bx.ext[R - 1]);
-  if (x.local_size() > 0)
-    detail::elementwise_exec<typename Mesh::memory_space>::zip_rows(x.data(), bias.data(), y.data(), x.local_size() / cols, cols, fn::add, s);
-  return y;
+  static_assert(detail::check_bias_types<T, R, Mesh, TB, RB, MeshB>());
+  return detail::bias_add_impl<false>(x, bias, s);
+}
+template <class T, int R, class LX, class Mesh, class TB, int RB, class LB, class MeshB>
+auto bias_add(dtensor<T, R, LX, Mesh>&& x, const dtensor<TB, RB, LB, MeshB>& bias, typename Mesh::stream_type s = {}) {
+  static_assert(detail::check_bias_types<T, R, Mesh, TB, RB, MeshB>());
+  return detail::bias_add_impl<true>(x, bias, s);
 }
 
 }  // namespace shardcast

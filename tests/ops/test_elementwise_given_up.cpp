@@ -1,0 +1,310 @@
+// Elementwise operators on a first operand the caller gives up (map(std::move(x), f),
+// temporaries): every op on every layout of 1- to 3-axis meshes, with the operand owned
+// alone, held by a copy as well, and a view, against a single-rank reference; the operand
+// is left empty, storage it owned alone carries the result when the element type allows,
+// and nothing a copy or a view can still read is written. Also: other operands that read
+// the given-up piece at another offset, a functor that throws part-way, chains of
+// temporaries through the compile-time API.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <shardcast/comm/host.hpp>
+#include <shardcast/ops/elementwise.hpp>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "op_testing.hpp"
+
+namespace sc = shardcast;
+using optest::pd;
+
+namespace {
+using R = sc::replicate;
+using S0 = sc::shard<0>;
+using S1 = sc::shard<1>;
+using Ps = sc::partial<sc::sum>;
+
+template <class T, class F>
+auto each(const std::vector<T>& a, F f) {
+  std::vector<decltype(f(a[0]))> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
+  return r;
+}
+template <class T, class F>
+std::vector<T> each2(const std::vector<T>& a, const std::vector<T>& b, F f) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(f(a[i], b[i]));
+  return r;
+}
+template <class T>
+std::vector<T> rows_plus(const std::vector<T>& a, const std::vector<T>& bias) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(a[i] + bias[i % bias.size()]);
+  return r;
+}
+struct max_fn {
+  template <class T>
+  T operator()(T a, T b) const { return a > b ? a : b; }
+};
+
+bool has_partial(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial()) return true;
+  return false;
+}
+bool only_additive_partials(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial() && l[a].op != sc::reduce_op::sum && l[a].op != sc::reduce_op::avg) return false;
+  return true;
+}
+
+/// x's piece in storage of its own (one more element than the piece, so an empty piece
+/// has storage too), on x's mesh and layout.
+template <class D>
+D own_copy(const D& x) {
+  using T = typename D::value_type;
+  std::shared_ptr<T> owner(new T[x.local_size() + 1], std::default_delete<T[]>());
+  std::copy_n(x.data(), x.local_size(), owner.get());
+  if constexpr (std::is_same_v<typename D::layout_type, sc::dynamic_layout>)
+    return D(x.mesh(), x.global_extents(), owner, owner.get(), x.layout());
+  else
+    return D(x.mesh(), x.global_extents(), owner, owner.get());
+}
+
+/// Checks made on rank threads, reported on the test thread (see common/failures.hpp).
+struct checks : optest::failures {
+  void expect(bool ok, const char* what) {
+    if (!ok) add(std::string("failed: ") + what);
+  }
+};
+
+struct boom : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+template <class F>
+bool throws_boom(F f) {
+  try {
+    f();
+  } catch (const boom&) {
+    return true;
+  }
+  return false;
+}
+
+enum class form { alone, shared, view };
+const char* form_name(form f) { return f == form::alone ? "owned alone" : f == form::shared ? "held by a copy too" : "a view"; }
+
+// Every layout of a rank-2 tensor (R, S0, S1, P(sum), P(avg), P(max)) on a mesh of shape
+// `shape`: each op on a given-up first operand, in the three forms.
+template <class T, int N>
+void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
+  INFO("mesh " << optest::shape_name<N>(shape) << " extents " << e[0] << "x" << e[1]);
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  const std::int64_t n = e[0] * e[1];
+  const auto a = optest::ints<T>(n, 1), b = optest::ints<T>(n, 4), bias = optest::ints<T>(e[1], 2);
+  using U = std::conditional_t<std::is_same_v<T, double>, float, double>;  // another element type
+  const auto r_relu = each(a, [](T v) { return v > T(0) ? v : T(0); });
+  const auto r_half = each(a, [](T v) { return static_cast<U>(v) * U(0.5); });
+  const auto r_scale = each(a, [](T v) { return static_cast<T>(v * T(3)); });
+  const auto r_add = each2(a, b, [](T u, T v) { return u + v; });
+  const auto r_sub = each2(a, b, [](T u, T v) { return u - v; });
+  const auto r_mul = each2(a, b, [](T u, T v) { return u * v; });
+  const auto r_max = each2(a, b, max_fn{});
+  const auto r_twice = each2(a, a, [](T u, T v) { return u + v; });
+  const auto r_bias = rows_plus(a, bias);
+  const auto ls = optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max}), N);
+  optest::failures f;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, shape);
+    using D = sc::dtensor<T, 2, sc::dynamic_layout, decltype(m)>;
+    sc::runtime_layout all_r;
+    all_r.naxes = N;
+    const auto s0 = sc::distribute(m, all_r, std::vector<T>{T(3)}, std::array<std::int64_t, 0>{});
+    for (const auto& l : ls) {
+      const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
+      const auto bt = sc::distribute(m, sc::detail::bias_layout_for(l, 2), bias, std::array<std::int64_t, 1>{e[1]});
+      const auto piece = optest::local_copy(x);
+      const bool partial = has_partial(l), additive = only_additive_partials(l);
+      // `op` takes the given-up operand (D&&); `same_type`: its result has element type T.
+      auto check = [&](const char* what, bool legal, bool same_type, auto&& op, const auto& ref) {
+        for (form fm : {form::alone, form::shared, form::view}) {
+          const std::string where = std::string(what) + " on " + sc::to_string(l) + ", operand " + form_name(fm) + ": ";
+          std::vector<T> buf = piece;
+          D z = fm == form::view ? D(m, e, nullptr, buf.data(), l) : own_copy(x);
+          D keep = fm == form::shared ? z : D();
+          const T* const before = z.data();
+          if (!legal) {
+            try {
+              (void)op(std::move(z));
+              f.add(where + "expected layout_error");
+            } catch (const sc::layout_error&) {
+            }
+            if (z.data() != before || optest::local_copy(z) != piece) f.add(where + "a refused call changed its operand");
+            continue;
+          }
+          auto r = op(std::move(z));
+          const std::string err = optest::compare_global(r, ref);  // collective: every rank calls it alike
+          if (!err.empty()) f.add(where + err);
+          const std::string emptied = sc::testing::check_emptied(z);
+          if (!emptied.empty()) f.add(where + emptied);
+          const bool reused = static_cast<const void*>(r.data()) == static_cast<const void*>(before);
+          if (fm == form::alone && same_type && !reused) f.add(where + "the result did not take the operand's storage");
+          if (fm != form::alone && reused) f.add(where + "the result wrote into memory a copy or the caller can still read");
+          if (fm == form::shared && optest::local_copy(keep) != piece) f.add(where + "the copy's piece changed");
+          if (fm == form::view && buf != piece) f.add(where + "the viewed memory changed");
+        }
+      };
+      check("map relu", !partial, true, [&](D&& z) { return sc::map(std::move(z), sc::fn::relu); }, r_relu);
+      check("map to another type", !partial, false, [&](D&& z) { return sc::map(std::move(z), [](T v) { return static_cast<U>(v) * U(0.5); }); },
+            r_half);
+      check("scale 3", additive, true, [&](D&& z) { return sc::scale(std::move(z), 3); }, r_scale);
+      check("add", additive, true, [&](D&& z) { return sc::add(std::move(z), y); }, r_add);
+      check("sub", additive, true, [&](D&& z) { return sc::sub(std::move(z), y); }, r_sub);
+      check("mul", !partial, true, [&](D&& z) { return sc::mul(std::move(z), y); }, r_mul);
+      check("zip max", !partial, true, [&](D&& z) { return sc::zip(std::move(z), y, max_fn{}); }, r_max);
+      check("add to itself", additive, true, [&](D&& z) { return sc::add(std::move(z), z); }, r_twice);
+      check("mul by rank-0", additive, true, [&](D&& z) { return sc::mul(std::move(z), s0); }, r_scale);
+      check("bias_add", !partial, true, [&](D&& z) { return sc::bias_add(std::move(z), bt); }, r_bias);
+    }
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("given-up elementwise operands on every layout of 1-axis meshes", T, int, double) {
+  for (int r : {1, 2, 3, 5}) given_up_layouts<T, 1>({r}, {3, 5});
+  given_up_layouts<T, 1>({4}, {2, 3});  // empty pieces
+}
+
+TEST_CASE_TEMPLATE("given-up elementwise operands on every layout of 2-axis meshes", T, float, std::int64_t) {
+  given_up_layouts<T, 2>({2, 2}, {3, 5});
+  given_up_layouts<T, 2>({3, 2}, {2, 5});
+}
+
+TEST_CASE("given-up elementwise operands on every layout of a 3-axis mesh") { given_up_layouts<int, 3>({2, 1, 2}, {3, 5}); }
+
+// The output goes to the given-up operand's storage only when no other operand reads that
+// storage at another offset: an in-place loop would read values it had already written.
+TEST_CASE("another operand that reads the given-up piece at another offset keeps the output out of it") {
+  checks f;
+  sc::host::run(1, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{1});
+    using L = sc::layout<R>;
+    using D = sc::dtensor<int, 2, L, decltype(m)>;
+    const std::array<std::int64_t, 2> ext{2, 3};
+    auto storage = [] {
+      std::shared_ptr<int> p(new int[7], std::default_delete<int[]>());
+      for (int i = 0; i < 7; ++i) p.get()[i] = i + 1;
+      return p;
+    };
+    {  // z over elements [1, 7) of its storage, b a view over [0, 6)
+      auto st = storage();
+      int* base = st.get();
+      D z(m, ext, std::move(st), base + 1);
+      auto bv = sc::make_view<L>(m, base, ext);
+      const std::vector<int> ref{1 + 2, 2 + 3, 3 + 4, 4 + 5, 5 + 6, 6 + 7};
+      auto r = sc::add(std::move(z), bv);
+      f.expect(optest::local_copy(r) == ref, "optest::local_copy(r) == ref");
+      f.expect(r.data() != base + 1, "r.data() != base + 1");
+      f.expect(sc::testing::check_emptied(z) == "", "sc::testing::check_emptied(z) == \"\"");
+    }
+    {  // the bias is a view over z's first row
+      auto st = storage();
+      int* base = st.get();
+      D z(m, ext, std::move(st), base);
+      auto bias = sc::make_view<L>(m, base, std::array<std::int64_t, 1>{3});
+      const std::vector<int> ref{1 + 1, 2 + 2, 3 + 3, 4 + 1, 5 + 2, 6 + 3};
+      auto r = sc::bias_add(std::move(z), bias);
+      f.expect(optest::local_copy(r) == ref, "optest::local_copy(r) == ref");
+      f.expect(r.data() != base, "r.data() != base");
+    }
+    {  // the rank-0 factor is a view over z's first element
+      auto st = storage();
+      int* base = st.get();
+      D z(m, ext, std::move(st), base);
+      auto factor = sc::make_view<L>(m, base, std::array<std::int64_t, 0>{});
+      const std::vector<int> ref{1, 2, 3, 4, 5, 6};  // times 1
+      auto r = sc::mul(std::move(z), factor);
+      f.expect(optest::local_copy(r) == ref, "optest::local_copy(r) == ref");
+      f.expect(r.data() != base, "r.data() != base");
+    }
+    {  // the same piece, element for element, may be written over: 2 * z in z's storage
+      auto st = storage();
+      int* base = st.get();
+      D z(m, ext, std::move(st), base);
+      auto same = sc::make_view<L>(m, base, ext);
+      auto r = sc::add(std::move(z), same);
+      f.expect(optest::local_copy(r) == std::vector<int>{2, 4, 6, 8, 10, 12}, "optest::local_copy(r) == std::vector<int>{2, 4, 6, 8, 10, 12}");
+      f.expect(r.data() == base, "r.data() == base");
+    }
+  });
+  f.report();
+}
+
+TEST_CASE("a functor that throws part-way through a given-up operand") {
+  auto thrower = [](int v) {
+    if (v == 4) throw boom("element 4");
+    return v * 10;
+  };
+  checks f;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+    using L = sc::layout<R>;
+    const std::vector<int> g{1, 2, 3, 4, 5, 6};
+    const std::array<std::int64_t, 1> ext{6};
+    {  // owned alone: the output was being written over its storage, which goes with it
+      auto z = sc::distribute<L>(m, g, ext);
+      f.expect(throws_boom([&] { (void)sc::map(std::move(z), thrower); }), "sc::map(std::move(z), thrower) throws");
+      f.expect(sc::testing::check_emptied(z) == "", "sc::testing::check_emptied(z) == \"\"");
+    }
+    {  // held by a copy too: new storage was being written, and z is as it was
+      auto z = sc::distribute<L>(m, g, ext);
+      const auto keep = z;
+      const int* const before = z.data();
+      f.expect(throws_boom([&] { (void)sc::map(std::move(z), thrower); }), "sc::map(std::move(z), thrower) throws");
+      f.expect(z.data() == before, "z.data() == before");
+      f.expect(optest::local_copy(z) == g, "optest::local_copy(z) == g");
+      f.expect(optest::local_copy(keep) == g, "optest::local_copy(keep) == g");
+    }
+  });
+  f.report();
+}
+
+TEST_CASE("chains of temporaries through the compile-time API hold one piece") {
+  checks f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    using L = sc::layout<S0, S1>;
+    const std::array<std::int64_t, 2> ext{5, 7};  // uneven pieces
+    const auto a = optest::ints<float>(35, 3), b = optest::ints<float>(35, 6), bias = optest::ints<float>(7, 1);
+    const auto x = sc::distribute<L>(m, a, ext), y = sc::distribute<L>(m, b, ext);
+    const auto bt = sc::distribute<sc::bias_layout_t<L, 2>>(m, bias, std::array<std::int64_t, 1>{7});
+    auto t = own_copy(x);
+    const float* const first = t.data();
+    // relu(2 * x + bias - y), each step writing over the previous one's piece
+    auto r = sc::map(sc::sub(sc::bias_add(sc::scale(std::move(t), 2), bt), y), sc::fn::relu);
+    static_assert(std::is_same_v<decltype(r), sc::dtensor<float, 2, L, decltype(m)>>);
+    f.expect(r.data() == first, "r.data() == first");
+    f.expect(sc::testing::check_emptied(t) == "", "sc::testing::check_emptied(t) == \"\"");
+    std::vector<float> ref(35);
+    for (std::size_t i = 0; i < 35; ++i) ref[i] = std::max(0.0f, 2 * a[i] + bias[i % 7] - b[i]);
+    f.expect(optest::compare_global(r, ref) == "", "optest::compare_global(r, ref) == \"\"");
+    f.expect(optest::local_copy(x) == optest::local_copy(sc::distribute<L>(m, a, ext)), "optest::local_copy(x) == optest::local_copy(sc::distribute<L>(m, a, ext))");  // x kept: unchanged
+
+    // partial<sum> through scale and add, then reduced: the sum of the terms
+    using P = sc::layout<Ps, R>;
+    auto p = sc::distribute<P>(m, a, ext);
+    auto q = sc::distribute<P>(m, b, ext);
+    const float* const pd0 = p.data();
+    auto s = sc::add(sc::scale(std::move(p), 3), q);
+    f.expect(s.data() == pd0, "s.data() == pd0");
+    std::vector<float> ref2(35);
+    for (std::size_t i = 0; i < 35; ++i) ref2[i] = 3 * a[i] + b[i];
+    f.expect(optest::compare_global(s, ref2) == "", "optest::compare_global(s, ref2) == \"\"");
+  });
+  f.report();
+}
