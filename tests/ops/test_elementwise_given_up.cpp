@@ -97,9 +97,10 @@ enum class form { alone, shared, view };
 const char* form_name(form f) { return f == form::alone ? "owned alone" : f == form::shared ? "held by a copy too" : "a view"; }
 
 // Every layout of a rank-2 tensor (R, S0, S1, P(sum), P(avg), P(max)) on a mesh of shape
-// `shape`: each op on a given-up first operand, in the three forms.
+// `shape`: each op on a given-up first operand, in the three forms. (When `sample` > 0:
+// that many random layouts drawn from `seed` instead of every one.)
 template <class T, int N>
-void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
+void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sample = 0, std::uint64_t seed = 0) {
   INFO("mesh " << optest::shape_name<N>(shape) << " extents " << e[0] << "x" << e[1]);
   int nranks = 1;
   for (int s : shape) nranks *= s;
@@ -115,7 +116,8 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
   const auto r_max = each2(a, b, max_fn{});
   const auto r_twice = each2(a, a, [](T u, T v) { return u + v; });
   const auto r_bias = rows_plus(a, bias);
-  const auto ls = optest::layouts(optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max}), N);
+  const auto ps = optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max});
+  const auto ls = sample > 0 ? optest::random_layouts(ps, N, sample, seed) : optest::layouts(ps, N);
   optest::failures f;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, shape);
@@ -186,6 +188,38 @@ TEST_CASE_TEMPLATE("given-up elementwise operands on every layout of 2-axis mesh
 }
 
 TEST_CASE("given-up elementwise operands on every layout of a 3-axis mesh") { given_up_layouts<int, 3>({2, 1, 2}, {3, 5}); }
+
+TEST_CASE("given-up elementwise operands on random layouts of random 4- to 6-axis meshes") {
+  for (std::uint64_t s = 1; s <= static_cast<std::uint64_t>(optest::random_rounds); ++s) {
+    given_up_layouts<std::int64_t, 4>(optest::random_shape<4>(s + 30, 16), optest::random_extents<2>(s + 30), 8, s + 30);
+    given_up_layouts<float, 5>(optest::random_shape<5>(s + 40, 16), optest::random_extents<2>(s + 40), 8, s + 40);
+    given_up_layouts<int, 6>(optest::random_shape<6>(s + 50, 16), optest::random_extents<2>(s + 50), 8, s + 50);
+  }
+}
+
+// A static-layout operand given up with a dynamic-layout one: the result has a dynamic
+// layout (the rules ran at run time) and still takes the operand's storage.
+TEST_CASE("a given-up static operand with a dynamic one") {
+  checks f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> ext{5, 3};
+    const auto a = optest::ints<int>(15, 1), b = optest::ints<int>(15, 2);
+    const auto l = sc::runtime_layout::parse("S(1),P(sum)");
+    const auto x = optest::make_terms(m, l, a, ext), y = optest::make_terms(m, l, b, ext);
+    auto xs = optest::as_static<sc::layout<S1, Ps>>(own_copy(x));
+    const int* const before = xs.data();
+    auto r = sc::sub(std::move(xs), y);
+    static_assert(std::is_same_v<decltype(r)::layout_type, sc::dynamic_layout>);
+    f.expect(r.layout() == l, "the result has the operands' layout");
+    f.expect(r.data() == before, "the result took the static operand's storage");
+    f.expect(sc::testing::check_emptied(xs).empty(), "the static operand was left empty");
+    std::vector<int> ref(15);
+    for (std::size_t i = 0; i < 15; ++i) ref[i] = a[i] - b[i];
+    f.expect(optest::compare_global(r, ref).empty(), "a - b matches the reference");
+  });
+  f.report();
+}
 
 // The output goes to the given-up operand's storage only when no other operand reads that
 // storage at another offset: an in-place loop would read values it had already written.
