@@ -1,5 +1,5 @@
-// Elementwise operators on a first operand the caller gives up (map(std::move(x), f),
-// temporaries): every op on every layout of 1- to 3-axis meshes, with the operand owned
+// Elementwise operators on operands the caller gives up (map(std::move(x), f), add(x,
+// std::move(y)), temporaries): every op, with the first or the second operand given up, on every layout of 1- to 3-axis meshes, with the operand owned
 // alone, held by a copy as well, and a view, against a single-rank reference; the operand
 // is left empty, storage it owned alone carries the result when the element type allows,
 // and nothing a copy or a view can still read is written. Also: other operands that read
@@ -112,6 +112,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
   const auto r_scale = each(a, [](T v) { return static_cast<T>(v * T(3)); });
   const auto r_add = each2(a, b, [](T u, T v) { return u + v; });
   const auto r_sub = each2(a, b, [](T u, T v) { return u - v; });
+  const auto r_rsub = each2(b, a, [](T u, T v) { return u - v; });
   const auto r_mul = each2(a, b, [](T u, T v) { return u * v; });
   const auto r_max = each2(a, b, max_fn{});
   const auto r_twice = each2(a, a, [](T u, T v) { return u + v; });
@@ -170,6 +171,14 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
       check("add to itself", additive, true, [&](D&& z) { return sc::add(std::move(z), z); }, r_twice);
       check("mul by rank-0", additive, true, [&](D&& z) { return sc::mul(std::move(z), s0); }, r_scale);
       check("bias_add", !partial, true, [&](D&& z) { return sc::bias_add(std::move(z), bt); }, r_bias);
+      // The given-up operand second: the result goes over its piece when the first is kept.
+      check("add, second operand", additive, true, [&](D&& z) { return sc::add(y, std::move(z)); }, r_add);
+      check("sub, second operand", additive, true, [&](D&& z) { return sc::sub(y, std::move(z)); }, r_rsub);
+      check("mul, second operand", !partial, true, [&](D&& z) { return sc::mul(y, std::move(z)); }, r_mul);
+      check("zip max, second operand", !partial, true, [&](D&& z) { return sc::zip(y, std::move(z), max_fn{}); }, r_max);
+      // Both given up: the first takes the result when it can, else the second (owned alone
+      // here, so the check only asks that the first's memory is not written when shared).
+      check("add, both given up", additive, true, [&](D&& z) { return sc::add(std::move(z), own_copy(y)); }, r_add);
     }
   });
   for (auto& s : f.list) FAIL_CHECK(s);
@@ -246,6 +255,16 @@ TEST_CASE("another operand that reads the given-up piece at another offset keeps
       f.expect(r.data() != base + 1, "r.data() != base + 1");
       f.expect(sc::testing::check_emptied(z) == "", "sc::testing::check_emptied(z) == \"\"");
     }
+    {  // the same with the given-up operand second: z over [1, 7), the first operand a view over [0, 6)
+      auto st = storage();
+      int* base = st.get();
+      D z(m, ext, std::move(st), base + 1);
+      auto av = sc::make_view<L>(m, base, ext);
+      const std::vector<int> ref{1 - 2, 2 - 3, 3 - 4, 4 - 5, 5 - 6, 6 - 7};
+      auto r = sc::sub(av, std::move(z));
+      f.expect(optest::local_copy(r) == ref, "a - z, z given up over memory a reads at another offset");
+      f.expect(r.data() != base + 1, "a - z did not go over z's piece");
+    }
     {  // the bias is a view over z's first row
       auto st = storage();
       int* base = st.get();
@@ -274,6 +293,38 @@ TEST_CASE("another operand that reads the given-up piece at another offset keeps
       auto r = sc::add(std::move(z), same);
       f.expect(optest::local_copy(r) == std::vector<int>{2, 4, 6, 8, 10, 12}, "optest::local_copy(r) == std::vector<int>{2, 4, 6, 8, 10, 12}");
       f.expect(r.data() == base, "r.data() == base");
+    }
+  });
+  f.report();
+}
+
+TEST_CASE("both operands given up, and a given-up rank-0 factor") {
+  checks f;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+    using L = sc::layout<S0>;
+    using LR = sc::layout<R>;
+    const std::array<std::int64_t, 1> ext{7};
+    const std::vector<int> g{1, 2, 3, 4, 5, 6, 7}, h{7, 6, 5, 4, 3, 2, 1};
+    {  // the first is shared, the second owned alone: the sum goes over the second's piece
+      auto a = sc::distribute<L>(m, g, ext);
+      const auto keep = a;
+      auto b = sc::distribute<L>(m, h, ext);
+      const int* const bd = b.data();
+      auto r = sc::add(std::move(a), std::move(b));
+      f.expect(r.data() == bd, "a shared, b alone: the sum took b's storage");
+      f.expect(sc::testing::check_emptied(a).empty() && sc::testing::check_emptied(b).empty(), "both operands were left empty");
+      f.expect(optest::local_copy(keep) == optest::local_copy(sc::distribute<L>(m, g, ext)), "the copy of a is unchanged");
+      f.expect(optest::compare_global(r, std::vector<int>(7, 8)).empty(), "a + b matches the reference");
+    }
+    {  // a rank-0 factor given up is left empty; it cannot hold the product
+      auto x = sc::distribute<L>(m, g, ext);
+      auto k = sc::distribute<LR>(m, std::vector<int>{3}, std::array<std::int64_t, 0>{});
+      const int* const xd = x.data();
+      auto r = sc::mul(std::move(x), std::move(k));
+      f.expect(r.data() == xd, "x * k took x's storage");
+      f.expect(!k.owns() && k.data() == nullptr, "the rank-0 factor was left empty");  // (a rank-0 tensor always has one element)
+      f.expect(optest::compare_global(r, std::vector<int>{3, 6, 9, 12, 15, 18, 21}).empty(), "x * k matches the reference");
     }
   });
   f.report();

@@ -31,9 +31,10 @@
 ///   auto q = sc::scale(p, 0.5f);             // still partial<sum>: scaling is linear
 /// @endcode
 ///
-/// Every operator also takes a first operand the caller gives up (`map(std::move(x), f)`,
-/// a temporary): x is left empty, and the result is written over x's piece in x's storage
-/// when x owns it alone and the element type stays (see the map overload for the rules).
+/// Every operator also takes operands the caller gives up (`map(std::move(x), f)`, a
+/// temporary, `add(x, map(x, f))`): they are left empty, and the result is written over the
+/// piece of one that owns its storage alone and has the result's element type (see the
+/// map and zip overloads for the rules).
 ///
 /// Local work goes through `detail::elementwise_exec<memory_space>` (host loops here, CUDA
 /// kernels in cuda/elementwise.cuh), so the same calls work on device meshes, with the
@@ -550,6 +551,12 @@ bool ranges_overlap(const A* p, std::size_t n, const B* q, std::size_t m) {
   return a0 < b0 + m * sizeof(B) && b0 < a0 + n * sizeof(A);
 }
 
+/// True when x owns its storage and no other handle shares it.
+template <class X>
+bool sole_owner(const X& x) {
+  return x.owns() && x.owner().use_count() == 1;
+}
+
 /// The output of an elementwise op whose first operand is `x` and whose output has x's
 /// layout (`ly`, x's layout value) and box, with elements of type U.
 /// - Given (the caller gives x up) and x's storage can take the output: x owns it alone,
@@ -566,7 +573,7 @@ dtensor<U, R, LY, typename X::mesh_type> elementwise_output(X& x, const runtime_
   using Mesh = typename X::mesh_type;
   static_assert(!Given || !std::is_const_v<X>, "shardcast: a given-up operand is passed as a non-const dtensor");
   if constexpr (Given && std::is_same_v<U, T>) {
-    if (may_alias && x.owns() && x.owner().use_count() == 1) {
+    if (may_alias && sole_owner(x)) {
       static_assert(is_dynamic_v<LY> || std::is_same_v<LY, L>, "shardcast: an elementwise output keeps its first operand's layout");
       return take_as<dtensor<U, R, LY, Mesh>>(x, ly);
     }
@@ -605,14 +612,23 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) 
   return y;
 }
 
-template <bool Given, class XA, class TB, int R, class LB, class Mesh, class F>
-auto zip_impl(const char* who, XA& a, const dtensor<TB, R, LB, Mesh>& b, F f, typename Mesh::stream_type s) {
+/// zip of a and b; GA / GB: the caller gives a / b up. The output goes over a's piece when
+/// a is given up and can take it (as elementwise_output), else over b's on the same terms,
+/// else to new storage; the given-up operands are left empty.
+template <bool GA, bool GB, class XA, class XB, class F>
+auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream_type s) {
   using TA = typename XA::value_type;
+  using TB = typename XB::value_type;
   using LA = typename XA::layout_type;
-  static_assert(XA::rank == R && std::is_same_v<typename XA::mesh_type, Mesh>);
+  using LB = typename XB::layout_type;
+  using Mesh = typename XA::mesh_type;
+  constexpr int R = XA::rank;
+  static_assert(XB::rank == R && std::is_same_v<typename XB::mesh_type, Mesh>);
+  static_assert(!(GA && std::is_const_v<XA>) && !(GB && std::is_const_v<XB>), "shardcast: a given-up operand is passed as a non-const dtensor");
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F>>::type;
+  using Y = dtensor<V, R, LY, Mesh>;
   expect_same_mesh(who, a.mesh(), b.mesh());
   if (a.global_extents() != b.global_extents())
     throw layout_error(std::string(who) + ": a has global extents " + describe_extents(a.global_extents()) + " but b has " +
@@ -624,18 +640,37 @@ auto zip_impl(const char* who, XA& a, const dtensor<TB, R, LB, Mesh>& b, F f, ty
     ly = r.out;
   }
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
-  // Pointers first: b may be a itself (zip(std::move(a), a)), which the output empties.
-  const TA* const in = a.data();
+  // Pointers first: b may be a itself (zip(std::move(a), a)), which taking a empties.
+  const TA* const ain = a.data();
   const TB* const bin = b.data();
   const std::size_t n = a.local_size();
-  // Element i of b is read before element i of the output is written, so b's piece may be
-  // a's piece itself, but not overlap it at another offset.
-  const bool may_alias = static_cast<const void*>(bin) == static_cast<const void*>(in) || !ranges_overlap(in, n, bin, n);
-  auto y = elementwise_output<V, R, LY, Given>(a, ly, may_alias, s);
-  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip(in, bin, y.data(), n, f, s);
-  release_given_up<Given>(a);
+  // Element i of each operand is read before element i of the output is written, so the
+  // output may go over either piece when the two are the same piece or do not overlap.
+  const bool may_alias = static_cast<const void*>(bin) == static_cast<const void*>(ain) || !ranges_overlap(ain, n, bin, n);
+  Y y = [&]() -> Y {
+    if constexpr (GA && std::is_same_v<V, TA>)
+      if (may_alias && sole_owner(a)) return take_as<Y>(a, ly);
+    if constexpr (GB && std::is_same_v<V, TB>)
+      if (may_alias && sole_owner(b)) return take_as<Y>(b, ly);
+    return make_output<V, R, LY>(a.mesh(), a.global_extents(), ly, s);
+  }();
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip(ain, bin, y.data(), n, f, s);
+  release_given_up<GA>(a);
+  release_given_up<GB>(b);
   return y;
 }
+
+/// The operand is one the caller gives up: a non-const rvalue (A deduced from A&& is not a
+/// reference).
+template <class A>
+inline constexpr bool given_v = !std::is_reference_v<A> && !std::is_const_v<A>;
+template <class>
+struct is_dtensor : std::false_type {};
+template <class T, int R, class L, class Mesh>
+struct is_dtensor<dtensor<T, R, L, Mesh>> : std::true_type {};
+/// Two dtensor operands, at least one given up: the forwarding overloads of zip, add, sub, mul.
+template <class A, class B>
+concept gives_up_an_operand = is_dtensor<std::remove_cvref_t<A>>::value && is_dtensor<std::remove_cvref_t<B>>::value && (given_v<A> || given_v<B>);
 
 template <int RA, class Mesh, int RB, class MeshB>
 constexpr void check_binary_types() {
@@ -749,9 +784,10 @@ auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}
 /// storage (nothing is allocated); otherwise into new storage, and x's storage is released
 /// when the call returns unless a copy of x holds it. A view's memory (make_view) is never
 /// written. If f throws part-way through x's own storage, that storage is released too.
-/// The same holds for the first operand of scale, zip, add, sub, mul and bias_add below.
+/// The same holds for the first operand of scale and bias_add, and for either operand of
+/// zip, add, sub and mul (see zip with given-up operands).
 /// @code
-///   auto h = sc::map(sc::bias_add(sc::matmul(x, w1), b1), sc::fn::gelu);  // one local piece, not two
+///   auto h = sc::map(sc::bias_add(sc::matmul(x, w1), b1), sc::fn::gelu);  // one local piece per rank, not three
 /// @endcode
 template <class T, int R, class L, class Mesh, class F>
 auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
@@ -781,9 +817,7 @@ auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = 
 
 /// y = f(a, b) elementwise. a and b need the same mesh, rank, global extents and layout
 /// (on a partial<sum|avg> axis f must be linear); y has that layout.
-/// @param a, b inputs (unchanged; an `a` the caller gives up, `zip(std::move(a), b, f)`,
-///        is left empty and y takes its storage when a owns it alone and f returns TA:
-///        see map of a given-up tensor)
+/// @param a, b inputs (unchanged; for operands the caller gives up see the overload below)
 /// @param f functor callable as f(TA, TB)
 /// @param s stream for device meshes
 /// @throws layout_error if a and b live on different meshes or have different global
@@ -795,66 +829,93 @@ auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = 
 template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
 auto zip(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  return detail::zip_impl<false>("shardcast::zip", a, b, f, s);
+  return detail::zip_impl<false, false>("shardcast::zip", a, b, f, s);
 }
-template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
-auto zip(dtensor<TA, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  return detail::zip_impl<true>("shardcast::zip", a, b, f, s);
+
+/// zip with one or both operands given up (`zip(std::move(a), b, f)`, `zip(a, g(x), f)`):
+/// the same result; every given-up operand is left empty, and y is written over a's piece
+/// in a's storage when a is given up, owns it alone and f returns TA, else over b's on the
+/// same terms (b given up, owned alone, f returns TB), else into new storage. Storage a
+/// copy still holds, and memory under a view, is never written (see map of a given-up
+/// tensor). The same holds for add, sub and mul below: `add(x, f(x))` (a residual
+/// connection) writes over f(x)'s piece.
+template <class A, class B, class F>
+  requires detail::gives_up_an_operand<A, B>
+auto zip(A&& a, B&& b, F f, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
+  using DA = std::remove_cvref_t<A>;
+  using DB = std::remove_cvref_t<B>;
+  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::zip", a, b, f, s);
 }
 
 /// a + b elementwise: equal layouts; partial<sum> + partial<sum> (and avg) stays partial.
-/// @param a, b operands of equal element type, rank, extents and layout (unchanged; an `a`
-///        the caller gives up is left empty, and the sum goes to a's storage when a owns
-///        it alone: see map of a given-up tensor)
+/// @param a, b operands of equal element type, rank, extents and layout (unchanged; for
+///        operands the caller gives up see the overload below)
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto c = sc::add(p, q);  // p, q: layout<shard<0>, partial<sum>>  ->  layout<shard<0>, partial<sum>>
-///   acc = sc::add(std::move(acc), g);  // accumulates into acc's storage
 /// @endcode
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto add(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
   static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<false>("shardcast::add", a, b, fn::add, s);
+  return detail::zip_impl<false, false>("shardcast::add", a, b, fn::add, s);
 }
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto add(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<true>("shardcast::add", a, b, fn::add, s);
+/// add with one or both operands given up: the sum goes over the piece of a given-up
+/// operand that owns its storage alone, a's first (see zip with given-up operands).
+/// @code
+///   acc = sc::add(std::move(acc), g);   // accumulates in acc's storage
+///   auto h = sc::add(x, sc::map(x, f));  // residual: written over map's result
+/// @endcode
+template <class A, class B>
+  requires detail::gives_up_an_operand<A, B>
+auto add(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
+  using DA = std::remove_cvref_t<A>;
+  using DB = std::remove_cvref_t<B>;
+  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
+  static_assert(std::is_same_v<typename DA::value_type, typename DB::value_type>,
+                "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::add", a, b, fn::add, s);
 }
 
-/// a - b elementwise; same rules as add (a given-up `a` as for add).
+/// a - b elementwise; same rules as add (given-up operands too).
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
   detail::check_binary_types<RA, Mesh, RB, MeshB>();
   static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<false>("shardcast::sub", a, b, fn::sub, s);
+  return detail::zip_impl<false, false>("shardcast::sub", a, b, fn::sub, s);
 }
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto sub(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<true>("shardcast::sub", a, b, fn::sub, s);
+template <class A, class B>
+  requires detail::gives_up_an_operand<A, B>
+auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
+  using DA = std::remove_cvref_t<A>;
+  using DB = std::remove_cvref_t<B>;
+  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
+  static_assert(std::is_same_v<typename DA::value_type, typename DB::value_type>,
+                "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::sub", a, b, fn::sub, s);
 }
 
 namespace detail {
-template <bool Given, class XA, class TB, int RB, class LB, class MeshB>
-auto mul_impl(XA& a, const dtensor<TB, RB, LB, MeshB>& b, typename MeshB::stream_type s) {
+template <bool GA, bool GB, class XA, class XB>
+auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
   using T = typename XA::value_type;
-  constexpr int RA = XA::rank;
+  constexpr int RA = XA::rank, RB = XB::rank;
   using Mesh = typename XA::mesh_type;
+  using MeshB = typename XB::mesh_type;
   static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(std::is_same_v<T, TB>, "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  static_assert(std::is_same_v<T, typename XB::value_type>,
+                "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   if constexpr (RB == 0 && RA > 0) {
-    return scalar_mul_impl<Given>(a, b, s);
+    auto y = scalar_mul_impl<GA>(a, b, s);
+    release_given_up<GB>(b);  // a rank-0 factor cannot hold the product
+    return y;
   } else {
     check_binary_types<RA, Mesh, RB, MeshB>();
-    return zip_impl<Given>("shardcast::mul", a, b, fn::mul, s);
+    return zip_impl<GA, GB>("shardcast::mul", a, b, fn::mul, s);
   }
 }
 }  // namespace detail
@@ -865,19 +926,19 @@ auto mul_impl(XA& a, const dtensor<TB, RB, LB, MeshB>& b, typename MeshB::stream
 /// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
 ///   partial<sum|avg> (a partial sum times a replicated scalar is the sum of the scaled
 ///   terms), y has a's layout.
-/// An `a` the caller gives up is left empty, and the product goes to a's storage when a
-/// owns it alone (see map of a given-up tensor).
+/// Operands the caller gives up: as for add (a rank-0 b given up is only left empty).
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto y = sc::mul(p /* layout<partial<sum>> [n] */, s /* layout<replicate>, rank 0 */);  // layout<partial<sum>>
 /// @endcode
 template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
 auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  return detail::mul_impl<false>(a, b, s);
+  return detail::mul_impl<false, false>(a, b, s);
 }
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto mul(dtensor<T, RA, LA, Mesh>&& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  return detail::mul_impl<true>(a, b, s);
+template <class A, class B>
+  requires detail::gives_up_an_operand<A, B>
+auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
+  return detail::mul_impl<detail::given_v<A>, detail::given_v<B>>(a, b, s);
 }
 
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
