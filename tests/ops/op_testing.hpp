@@ -176,4 +176,43 @@ std::string shape_name(const std::array<int, N>& s) {
   return t;
 }
 
+// Single-rank references and layout predicates of the elementwise tests.
+
+/// f applied to each element of a (the result's element type is what f returns).
+template <class T, class F>
+auto each(const std::vector<T>& a, F f) {
+  std::vector<decltype(f(a[0]))> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
+  return r;
+}
+/// f(a[i], b[i]) converted to T.
+template <class T, class F>
+std::vector<T> each2(const std::vector<T>& a, const std::vector<T>& b, F f) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(f(a[i], b[i]));
+  return r;
+}
+/// a (row-major, rows of bias.size()) plus bias on every row.
+template <class T>
+std::vector<T> rows_plus(const std::vector<T>& a, const std::vector<T>& bias) {
+  std::vector<T> r(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(a[i] + bias[i % bias.size()]);
+  return r;
+}
+struct max_fn {
+  template <class T>
+  T operator()(T a, T b) const { return a > b ? a : b; }
+};
+inline bool has_partial(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial()) return true;
+  return false;
+}
+/// No partial axis other than partial<sum|avg> (the ones linear operators may combine).
+inline bool only_additive_partials(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial() && l[a].op != sc::reduce_op::sum && l[a].op != sc::reduce_op::avg) return false;
+  return true;
+}
+
 }  // namespace optest

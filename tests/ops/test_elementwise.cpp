@@ -157,40 +157,12 @@ T ref_gelu(T x) {
   const double v = static_cast<double>(x);
   return static_cast<T>(0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.141592653589793) * (v + 0.044715 * v * v * v))));
 }
-template <class T, class F>
-std::vector<T> each(const std::vector<T>& a, F f) {
-  std::vector<T> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
-  return r;
-}
-template <class T, class F>
-std::vector<T> each2(const std::vector<T>& a, const std::vector<T>& b, F f) {
-  std::vector<T> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i], b[i]);
-  return r;
-}
-template <class T>
-std::vector<T> rows_plus(const std::vector<T>& a, const std::vector<T>& bias) {
-  std::vector<T> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(a[i] + bias[i % bias.size()]);
-  return r;
-}
-
-struct max_fn {
-  template <class T>
-  T operator()(T a, T b) const { return a > b ? a : b; }
-};
-
-bool has_partial(const sc::runtime_layout& l) {
-  for (int a = 0; a < l.naxes; ++a)
-    if (l[a].is_partial()) return true;
-  return false;
-}
-bool only_additive_partials(const sc::runtime_layout& l) {
-  for (int a = 0; a < l.naxes; ++a)
-    if (l[a].is_partial() && l[a].op != sc::reduce_op::sum && l[a].op != sc::reduce_op::avg) return false;
-  return true;
-}
+using optest::each;
+using optest::each2;
+using optest::has_partial;
+using optest::max_fn;
+using optest::only_additive_partials;
+using optest::rows_plus;
 
 // Every layout of a rank-2 tensor (placements R, S0, S1, P(sum), P(avg), P(max)) on a mesh of
 // shape `shape`: each operator either matches the reference or, where the test's own rule

@@ -26,40 +26,6 @@ using S0 = sc::shard<0>;
 using S1 = sc::shard<1>;
 using Ps = sc::partial<sc::sum>;
 
-template <class T, class F>
-auto each(const std::vector<T>& a, F f) {
-  std::vector<decltype(f(a[0]))> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = f(a[i]);
-  return r;
-}
-template <class T, class F>
-std::vector<T> each2(const std::vector<T>& a, const std::vector<T>& b, F f) {
-  std::vector<T> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(f(a[i], b[i]));
-  return r;
-}
-template <class T>
-std::vector<T> rows_plus(const std::vector<T>& a, const std::vector<T>& bias) {
-  std::vector<T> r(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) r[i] = static_cast<T>(a[i] + bias[i % bias.size()]);
-  return r;
-}
-struct max_fn {
-  template <class T>
-  T operator()(T a, T b) const { return a > b ? a : b; }
-};
-
-bool has_partial(const sc::runtime_layout& l) {
-  for (int a = 0; a < l.naxes; ++a)
-    if (l[a].is_partial()) return true;
-  return false;
-}
-bool only_additive_partials(const sc::runtime_layout& l) {
-  for (int a = 0; a < l.naxes; ++a)
-    if (l[a].is_partial() && l[a].op != sc::reduce_op::sum && l[a].op != sc::reduce_op::avg) return false;
-  return true;
-}
-
 /// x's piece in storage of its own (one more element than the piece, so an empty piece
 /// has storage too), on x's mesh and layout.
 template <class D>
@@ -107,16 +73,16 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
   const std::int64_t n = e[0] * e[1];
   const auto a = optest::ints<T>(n, 1), b = optest::ints<T>(n, 4), bias = optest::ints<T>(e[1], 2);
   using U = std::conditional_t<std::is_same_v<T, double>, float, double>;  // another element type
-  const auto r_relu = each(a, [](T v) { return v > T(0) ? v : T(0); });
-  const auto r_half = each(a, [](T v) { return static_cast<U>(v) * U(0.5); });
-  const auto r_scale = each(a, [](T v) { return static_cast<T>(v * T(3)); });
-  const auto r_add = each2(a, b, [](T u, T v) { return u + v; });
-  const auto r_sub = each2(a, b, [](T u, T v) { return u - v; });
-  const auto r_rsub = each2(b, a, [](T u, T v) { return u - v; });
-  const auto r_mul = each2(a, b, [](T u, T v) { return u * v; });
-  const auto r_max = each2(a, b, max_fn{});
-  const auto r_twice = each2(a, a, [](T u, T v) { return u + v; });
-  const auto r_bias = rows_plus(a, bias);
+  const auto r_relu = optest::each(a, [](T v) { return v > T(0) ? v : T(0); });
+  const auto r_half = optest::each(a, [](T v) { return static_cast<U>(v) * U(0.5); });
+  const auto r_scale = optest::each(a, [](T v) { return static_cast<T>(v * T(3)); });
+  const auto r_add = optest::each2(a, b, [](T u, T v) { return u + v; });
+  const auto r_sub = optest::each2(a, b, [](T u, T v) { return u - v; });
+  const auto r_rsub = optest::each2(b, a, [](T u, T v) { return u - v; });
+  const auto r_mul = optest::each2(a, b, [](T u, T v) { return u * v; });
+  const auto r_max = optest::each2(a, b, optest::max_fn{});
+  const auto r_twice = optest::each2(a, a, [](T u, T v) { return u + v; });
+  const auto r_bias = optest::rows_plus(a, bias);
   const auto ps = optest::placements(2, {sc::reduce_op::sum, sc::reduce_op::avg, sc::reduce_op::max});
   const auto ls = sample > 0 ? optest::random_layouts(ps, N, sample, seed) : optest::layouts(ps, N);
   optest::failures f;
@@ -130,7 +96,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
       const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
       const auto bt = sc::distribute(m, sc::detail::bias_layout_for(l, 2), bias, std::array<std::int64_t, 1>{e[1]});
       const auto piece = optest::local_copy(x);
-      const bool partial = has_partial(l), additive = only_additive_partials(l);
+      const bool partial = optest::has_partial(l), additive = optest::only_additive_partials(l);
       // `op` takes the given-up operand (D&&); `same_type`: its result has element type T.
       auto check = [&](const char* what, bool legal, bool same_type, auto&& op, const auto& ref) {
         for (form fm : {form::alone, form::shared, form::view}) {
@@ -167,7 +133,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
       check("add", additive, true, [&](D&& z) { return sc::add(std::move(z), y); }, r_add);
       check("sub", additive, true, [&](D&& z) { return sc::sub(std::move(z), y); }, r_sub);
       check("mul", !partial, true, [&](D&& z) { return sc::mul(std::move(z), y); }, r_mul);
-      check("zip max", !partial, true, [&](D&& z) { return sc::zip(std::move(z), y, max_fn{}); }, r_max);
+      check("zip max", !partial, true, [&](D&& z) { return sc::zip(std::move(z), y, optest::max_fn{}); }, r_max);
       check("add to itself", additive, true, [&](D&& z) { return sc::add(std::move(z), z); }, r_twice);
       check("mul by rank-0", additive, true, [&](D&& z) { return sc::mul(std::move(z), s0); }, r_scale);
       check("bias_add", !partial, true, [&](D&& z) { return sc::bias_add(std::move(z), bt); }, r_bias);
@@ -175,7 +141,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
       check("add, second operand", additive, true, [&](D&& z) { return sc::add(y, std::move(z)); }, r_add);
       check("sub, second operand", additive, true, [&](D&& z) { return sc::sub(y, std::move(z)); }, r_rsub);
       check("mul, second operand", !partial, true, [&](D&& z) { return sc::mul(y, std::move(z)); }, r_mul);
-      check("zip max, second operand", !partial, true, [&](D&& z) { return sc::zip(y, std::move(z), max_fn{}); }, r_max);
+      check("zip max, second operand", !partial, true, [&](D&& z) { return sc::zip(y, std::move(z), optest::max_fn{}); }, r_max);
       // Both given up: the first takes the result when it can, else the second (owned alone
       // here, so the check only asks that the first's memory is not written when shared).
       check("add, both given up", additive, true, [&](D&& z) { return sc::add(std::move(z), own_copy(y)); }, r_add);
