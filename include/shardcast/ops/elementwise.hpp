@@ -750,7 +750,7 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
                     std::string(who) + ": the local pieces of x and the bias do not line up along x's last dim");
   const auto cols = static_cast<std::size_t>(bx.ext[R - 1]);
   const T* const in = x.data();
-  const TB* const row = bias.data();  // first: the bias may be x itself (rank 1), which the output empties
+  const TB* const row = bias.data();  // read before the output is made, as in zip_impl
   const std::size_t n = x.local_size();
   // Every row reads the whole bias piece: it must not lie in the piece being overwritten.
   auto y = elementwise_output<T, R, LY, Given>(x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
