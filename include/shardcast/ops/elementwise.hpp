@@ -557,29 +557,33 @@ bool sole_owner(const X& x) {
   return x.owns() && x.owner().use_count() == 1;
 }
 
-/// The output of an elementwise op whose first operand is `x` and whose output has x's
-/// layout (`ly`, x's layout value) and box, with elements of type U.
-/// - Given (the caller gives x up) and x's storage can take the output: x owns it alone,
-///   U is x's element type, and `may_alias` (no other operand reads memory that overlaps
-///   x's piece other than element for element): the output takes x's mesh handle and
-///   storage, and x is left empty. The op then writes over the elements it reads.
-/// - otherwise new storage on x's mesh; a given-up x is emptied by `release_given_up`
-///   once the op has run, so x is unchanged if the op throws.
-/// (X is the operand's dtensor type, const-qualified when the caller keeps it.)
-template <class U, int R, class LY, bool Given, class X>
-dtensor<U, R, LY, typename X::mesh_type> elementwise_output(X& x, const runtime_layout& ly, bool may_alias, typename X::mesh_type::stream_type s) {
-  using T = typename X::value_type;
-  using L = typename X::layout_type;
-  using Mesh = typename X::mesh_type;
-  static_assert(!Given || !std::is_const_v<X>, "shardcast: a given-up operand is passed as a non-const dtensor");
-  if constexpr (Given && std::is_same_v<U, T>) {
-    if (may_alias && sole_owner(x)) {
-      static_assert(is_dynamic_v<LY> || std::is_same_v<LY, L>, "shardcast: an elementwise output keeps its first operand's layout");
-      return take_as<dtensor<U, R, LY, Mesh>>(x, ly);
-    }
+/// The output of an elementwise op on operands a and b (b is a again for a one-operand
+/// op) whose output has a's layout (`ly`, a's layout value) and box, with elements of type
+/// U. GA / GB: the caller gives a / b up.
+/// - the output goes over the piece of a given-up operand whose storage can take it, a's
+///   first, then b's: it owns that storage alone, U is its element type, and `may_alias`
+///   (no operand reads memory that overlaps the piece other than element for element). The
+///   output takes that operand's mesh handle and storage, and the operand is left empty.
+///   The op then writes over the elements it reads.
+/// - otherwise new storage on a's mesh; given-up operands are emptied by
+///   `release_given_up` once the op has run, so they are unchanged if the op throws.
+/// (XA / XB are the operands' dtensor types, const-qualified when the caller keeps them.)
+template <class U, int R, class LY, bool GA, bool GB, class XA, class XB>
+dtensor<U, R, LY, typename XA::mesh_type> elementwise_output(XA& a, XB& b, const runtime_layout& ly, bool may_alias,
+                                                            typename XA::mesh_type::stream_type s) {
+  using Y = dtensor<U, R, LY, typename XA::mesh_type>;
+  static_assert(!(GA && std::is_const_v<XA>) && !(GB && std::is_const_v<XB>), "shardcast: a given-up operand is passed as a non-const dtensor");
+  if constexpr (GA && std::is_same_v<U, typename XA::value_type>) {
+    static_assert(is_dynamic_v<LY> || std::is_same_v<LY, typename XA::layout_type>, "shardcast: an elementwise output keeps its operands' layout");
+    if (may_alias && sole_owner(a)) return take_as<Y>(a, ly);
   }
+  if constexpr (GB && std::is_same_v<U, typename XB::value_type>) {
+    static_assert(is_dynamic_v<LY> || std::is_same_v<LY, typename XB::layout_type>, "shardcast: an elementwise output keeps its operands' layout");
+    if (may_alias && sole_owner(b)) return take_as<Y>(b, ly);
+  }
+  (void)b;
   (void)may_alias;
-  return make_output<U, R, LY>(x.mesh(), x.global_extents(), ly, s);
+  return make_output<U, R, LY>(a.mesh(), a.global_extents(), ly, s);
 }
 
 /// Leaves a given-up operand empty (its storage goes unless a copy holds it; a no-op when
@@ -606,15 +610,15 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) 
   }
   const T* const in = x.data();
   const std::size_t n = x.local_size();
-  auto y = elementwise_output<U, R, LY, Given>(x, ly, true, s);
+  auto y = elementwise_output<U, R, LY, Given, false>(x, x, ly, true, s);
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::map(in, y.data(), n, f, s);
   release_given_up<Given>(x);
   return y;
 }
 
-/// zip of a and b; GA / GB: the caller gives a / b up. The output goes over a's piece when
-/// a is given up and can take it (as elementwise_output), else over b's on the same terms,
-/// else to new storage; the given-up operands are left empty.
+/// zip of a and b; GA / GB: the caller gives a / b up. The output goes over a given-up
+/// operand's piece as elementwise_output decides, a's first; the given-up operands are
+/// left empty.
 template <bool GA, bool GB, class XA, class XB, class F>
 auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream_type s) {
   using TA = typename XA::value_type;
@@ -624,7 +628,6 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   using Mesh = typename XA::mesh_type;
   constexpr int R = XA::rank;
   static_assert(XB::rank == R && std::is_same_v<typename XB::mesh_type, Mesh>);
-  static_assert(!(GA && std::is_const_v<XA>) && !(GB && std::is_const_v<XB>), "shardcast: a given-up operand is passed as a non-const dtensor");
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F>>::type;
@@ -647,13 +650,7 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   // Element i of each operand is read before element i of the output is written, so the
   // output may go over either piece when the two are the same piece or do not overlap.
   const bool may_alias = static_cast<const void*>(bin) == static_cast<const void*>(ain) || !ranges_overlap(ain, n, bin, n);
-  Y y = [&]() -> Y {
-    if constexpr (GA && std::is_same_v<V, TA>)
-      if (may_alias && sole_owner(a)) return take_as<Y>(a, ly);
-    if constexpr (GB && std::is_same_v<V, TB>)
-      if (may_alias && sole_owner(b)) return take_as<Y>(b, ly);
-    return make_output<V, R, LY>(a.mesh(), a.global_extents(), ly, s);
-  }();
+  Y y = elementwise_output<V, R, LY, GA, GB>(a, b, ly, may_alias, s);
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip(ain, bin, y.data(), n, f, s);
   release_given_up<GA>(a);
   release_given_up<GB>(b);
@@ -668,15 +665,30 @@ template <class>
 struct is_dtensor : std::false_type {};
 template <class T, int R, class L, class Mesh>
 struct is_dtensor<dtensor<T, R, L, Mesh>> : std::true_type {};
-/// Two dtensor operands, at least one given up: the forwarding overloads of zip, add, sub, mul.
+/// Two dtensor operands, each kept or given up: zip, add, sub, mul.
 template <class A, class B>
-concept gives_up_an_operand = is_dtensor<std::remove_cvref_t<A>>::value && is_dtensor<std::remove_cvref_t<B>>::value && (given_v<A> || given_v<B>);
+concept dtensor_operands = is_dtensor<std::remove_cvref_t<A>>::value && is_dtensor<std::remove_cvref_t<B>>::value;
+template <class A, class B>
+inline constexpr bool same_value_types = std::is_same_v<typename std::remove_cvref_t<A>::value_type, typename std::remove_cvref_t<B>::value_type>;
 
-template <int RA, class Mesh, int RB, class MeshB>
+/// The operand as the impls take it: non-const when given up, const when kept (so a kept
+/// operand, const or not, instantiates one impl).
+template <class A>
+constexpr auto& as_operand(std::remove_reference_t<A>& x) noexcept {
+  if constexpr (given_v<A>)
+    return x;
+  else
+    return std::as_const(x);
+}
+
+template <class A, class B>
 constexpr void check_binary_types() {
-  static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::zip/add/sub/mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(RA == RB, "shardcast::zip/add/sub/mul: the operands have different tensor ranks; elementwise operands need equal global extents "
-                          "(for a rank-0 factor use mul(x, s) or scale(x, s), for a row vector bias_add(x, bias)).");
+  using DA = std::remove_cvref_t<A>;
+  using DB = std::remove_cvref_t<B>;
+  static_assert(std::is_same_v<typename DA::mesh_type, typename DB::mesh_type>,
+                "shardcast::zip/add/sub/mul: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(DA::rank == DB::rank, "shardcast::zip/add/sub/mul: the operands have different tensor ranks; elementwise operands need equal global extents "
+                                      "(for a rank-0 factor use mul(x, s) or scale(x, s), for a row vector bias_add(x, bias)).");
 }
 
 /// The layout of mul(x, s) for a rank-0 s (x's layout when legal).
@@ -706,7 +718,7 @@ auto scalar_mul_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::st
   const TS* const factor = sc.data();
   const std::size_t n = x.local_size();
   // The factor is read for every element: it must not lie in the piece being overwritten.
-  auto y = elementwise_output<TX, R, LY, Given>(x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
+  auto y = elementwise_output<TX, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
   // The factor is the one element of s's local piece, broadcast as a row of length 1.
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, factor, y.data(), n, std::size_t{1}, fn::mul, s);
   release_given_up<Given>(x);
@@ -753,7 +765,7 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
   const TB* const row = bias.data();  // read before the output is made, as in zip_impl
   const std::size_t n = x.local_size();
   // Every row reads the whole bias piece: it must not lie in the piece being overwritten.
-  auto y = elementwise_output<T, R, LY, Given>(x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
+  auto y = elementwise_output<T, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, row, y.data(), n / cols, cols, fn::add, s);
   release_given_up<Given>(x);
   return y;
@@ -817,7 +829,14 @@ auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = 
 
 /// y = f(a, b) elementwise. a and b need the same mesh, rank, global extents and layout
 /// (on a partial<sum|avg> axis f must be linear); y has that layout.
-/// @param a, b inputs (unchanged; for operands the caller gives up see the overload below)
+/// @param a, b inputs: a tensor the caller keeps is unchanged. Either or both may be given
+///        up (`zip(std::move(a), b, f)`, or a temporary as in `zip(a, g(x), f)`): the result
+///        is the same, every given-up operand is left empty, and y is written over a's
+///        piece in a's storage when a is given up, owns it alone and f returns TA, else over
+///        b's on the same terms (b given up, owned alone, f returns TB), else into new
+///        storage. Storage a copy still holds, and memory under a view, is never written
+///        (see map of a given-up tensor). The same holds for add, sub and mul below:
+///        `add(x, f(x))` (a residual connection) writes over f(x)'s piece.
 /// @param f functor callable as f(TA, TB)
 /// @param s stream for device meshes
 /// @throws layout_error if a and b live on different meshes or have different global
@@ -826,77 +845,43 @@ auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = 
 ///   // a, b: layout<replicate, shard<1>>
 ///   auto c = sc::zip(a, b, [](float u, float v) { return u > v ? u : v; });  // layout<replicate, shard<1>>
 /// @endcode
-template <class TA, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB, class F>
-auto zip(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, F f, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  return detail::zip_impl<false, false>("shardcast::zip", a, b, f, s);
-}
-
-/// zip with one or both operands given up (`zip(std::move(a), b, f)`, `zip(a, g(x), f)`):
-/// the same result; every given-up operand is left empty, and y is written over a's piece
-/// in a's storage when a is given up, owns it alone and f returns TA, else over b's on the
-/// same terms (b given up, owned alone, f returns TB), else into new storage. Storage a
-/// copy still holds, and memory under a view, is never written (see map of a given-up
-/// tensor). The same holds for add, sub and mul below: `add(x, f(x))` (a residual
-/// connection) writes over f(x)'s piece.
 template <class A, class B, class F>
-  requires detail::gives_up_an_operand<A, B>
+  requires detail::dtensor_operands<A, B>
 auto zip(A&& a, B&& b, F f, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
-  using DA = std::remove_cvref_t<A>;
-  using DB = std::remove_cvref_t<B>;
-  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
-  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::zip", a, b, f, s);
+  detail::check_binary_types<A, B>();
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::zip", detail::as_operand<A>(a), detail::as_operand<B>(b), f, s);
 }
 
 /// a + b elementwise: equal layouts; partial<sum> + partial<sum> (and avg) stays partial.
-/// @param a, b operands of equal element type, rank, extents and layout (unchanged; for
-///        operands the caller gives up see the overload below)
+/// @param a, b operands of equal element type, rank, extents and layout; either or both may
+///        be given up: the sum goes over the piece of a given-up operand that owns its
+///        storage alone, a's first (see zip)
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
 /// @code
 ///   auto c = sc::add(p, q);  // p, q: layout<shard<0>, partial<sum>>  ->  layout<shard<0>, partial<sum>>
-/// @endcode
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto add(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  static_assert(std::is_same_v<T, TB>, "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<false, false>("shardcast::add", a, b, fn::add, s);
-}
-/// add with one or both operands given up: the sum goes over the piece of a given-up
-/// operand that owns its storage alone, a's first (see zip with given-up operands).
-/// @code
-///   acc = sc::add(std::move(acc), g);   // accumulates in acc's storage
+///   acc = sc::add(std::move(acc), g);     // accumulates in acc's storage
 ///   auto h = sc::add(x, sc::map(x, f));  // residual: written over map's result
 /// @endcode
 template <class A, class B>
-  requires detail::gives_up_an_operand<A, B>
+  requires detail::dtensor_operands<A, B>
 auto add(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
-  using DA = std::remove_cvref_t<A>;
-  using DB = std::remove_cvref_t<B>;
-  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
-  static_assert(std::is_same_v<typename DA::value_type, typename DB::value_type>,
+  detail::check_binary_types<A, B>();
+  static_assert(detail::same_value_types<A, B>,
                 "shardcast::add: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::add", a, b, fn::add, s);
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::add", detail::as_operand<A>(a), detail::as_operand<B>(b), fn::add, s);
 }
 
 /// a - b elementwise; same rules as add (given-up operands too).
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto sub(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  detail::check_binary_types<RA, Mesh, RB, MeshB>();
-  static_assert(std::is_same_v<T, TB>, "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<false, false>("shardcast::sub", a, b, fn::sub, s);
-}
 template <class A, class B>
-  requires detail::gives_up_an_operand<A, B>
+  requires detail::dtensor_operands<A, B>
 auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
-  using DA = std::remove_cvref_t<A>;
-  using DB = std::remove_cvref_t<B>;
-  detail::check_binary_types<DA::rank, typename DA::mesh_type, DB::rank, typename DB::mesh_type>();
-  static_assert(std::is_same_v<typename DA::value_type, typename DB::value_type>,
+  detail::check_binary_types<A, B>();
+  static_assert(detail::same_value_types<A, B>,
                 "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::sub", a, b, fn::sub, s);
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::sub", detail::as_operand<A>(a), detail::as_operand<B>(b), fn::sub, s);
 }
 
 namespace detail {
@@ -914,7 +899,7 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
     release_given_up<GB>(b);  // a rank-0 factor cannot hold the product
     return y;
   } else {
-    check_binary_types<RA, Mesh, RB, MeshB>();
+    check_binary_types<XA, XB>();
     return zip_impl<GA, GB>("shardcast::mul", a, b, fn::mul, s);
   }
 }
@@ -931,14 +916,10 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
 /// @code
 ///   auto y = sc::mul(p /* layout<partial<sum>> [n] */, s /* layout<replicate>, rank 0 */);  // layout<partial<sum>>
 /// @endcode
-template <class T, int RA, class LA, class Mesh, class TB, int RB, class LB, class MeshB>
-auto mul(const dtensor<T, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, MeshB>& b, typename Mesh::stream_type s = {}) {
-  return detail::mul_impl<false, false>(a, b, s);
-}
 template <class A, class B>
-  requires detail::gives_up_an_operand<A, B>
+  requires detail::dtensor_operands<A, B>
 auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
-  return detail::mul_impl<detail::given_v<A>, detail::given_v<B>>(a, b, s);
+  return detail::mul_impl<detail::given_v<A>, detail::given_v<B>>(detail::as_operand<A>(a), detail::as_operand<B>(b), s);
 }
 
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
