@@ -253,4 +253,27 @@ std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_
   return out;
 }
 
+/// to_global of a tensor the caller gives up (`to_global(std::move(x))`, or a temporary
+/// such as `to_global(matmul(a, b))`): the same values, and x is left empty. Its redistribute
+/// to replicate gives x up (see redistribute of a given-up tensor): a partial x that owns
+/// its storage alone is reduced in place there (one all_reduce), and x's storage is
+/// released before the host copy is made, unless a copy of x holds it. Storage a copy
+/// holds, and memory under a view, is never written.
+template <class T, int R, class L, class Mesh>
+std::vector<T> to_global(dtensor<T, R, L, Mesh>&& x, typename Mesh::stream_type s = {}) {
+  using D = dtensor<T, R, dynamic_layout, Mesh>;
+  const runtime_layout l = x.layout();
+  D d = detail::take_as<D>(x, l);
+  D r;
+  try {
+    r = redistribute(std::move(d), detail::all_replicate<Mesh::naxes>(), s);
+  } catch (...) {
+    if (d.owns() || d.data() != nullptr) x = detail::take_as<dtensor<T, R, L, Mesh>>(d, l);  // redistribute left it as it was
+    throw;
+  }
+  std::vector<T> out(r.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(out.data(), r.data(), out.size(), s);
+  return out;
+}
+
 }  // namespace shardcast

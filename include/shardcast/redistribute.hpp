@@ -288,8 +288,9 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
 ///   is allocated, and peak memory is one piece instead of two (an all_reduce of gradients
 ///   or of a row-parallel layer's output). Storage that a copy of x still holds, or the
 ///   caller's memory under a view (make_view), is never written: x's piece is copied to
-///   new storage first, and the all_reduce runs in place there (so every rank of the group
-///   calls it in place alike, as MPI requires of MPI_IN_PLACE).
+///   new storage first, and the all_reduce runs in place there. x may be given up on some
+///   ranks and kept on others (the backends take in-place and out-of-place ranks in one
+///   collective).
 /// No storage that anyone can still read is written: if a collective throws, x is left as
 /// it was, except after a failed in-place all_reduce in its own storage, which leaves x
 /// empty (the storage, partly written, is released).

@@ -307,6 +307,27 @@ std::string differential_given_up_case(const Mesh& m, const runtime_layout& src,
   return err.empty() ? err : what + err;
 }
 
+/// distribute(src) -> redistribute(dst), the input given up (std::move, storage owned
+/// alone) on the mesh's even ranks and kept on its odd ones: a plan of one all_reduce then
+/// runs in place on some ranks of a group and out of place on others, in one call. Checks
+/// the result, that given-up inputs are emptied and kept ones unchanged.
+template <class T, std::size_t R, class Mesh>
+std::string differential_mixed_give_up_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst,
+                                            const std::array<std::int64_t, R>& ext) {
+  std::int64_t n = 1;
+  for (auto v : ext) n *= v;
+  const std::vector<T> g = make_global<T>(n);
+  auto x = distribute(m, src, g, ext);
+  spread_partial_terms(x, g);
+  const bool give_up = m.rank() % 2 == 0;
+  const auto before = snapshot(x);
+  auto y = give_up ? redistribute(std::move(x), dst) : redistribute(x, dst);
+  std::string err = check_against_reference(y, g);
+  if (err.empty() && give_up) err = check_emptied(x);
+  if (err.empty() && !give_up && snapshot(x) != before) err = "the kept input was modified";
+  return err.empty() ? err : to_string(src) + " -> " + to_string(dst) + (give_up ? " (given up)" : " (kept)") + ": " + err;
+}
+
 /// Every placement for a rank-`rank` tensor: R, S(0..rank-1), P(op).
 inline std::vector<placement_desc> placements(int rank, reduce_op op) {
   std::vector<placement_desc> v{placement_desc::make_replicate()};

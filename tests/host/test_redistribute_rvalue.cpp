@@ -63,6 +63,8 @@ TEST_CASE("redistribute of a given-up dynamic-layout tensor: every layout pair o
         for (const auto& ext : {std::array<std::int64_t, 2>{6, 4}, std::array<std::int64_t, 2>{5, 3}, std::array<std::int64_t, 2>{1, 2}})
           st::for_each_layout_pair(naxes, 2, 1, [&](const sc::runtime_layout& src, const sc::runtime_layout& dst) {
             for (int keep = 0; keep < 3; ++keep) f.add(st::differential_given_up_case<std::int32_t>(m, src, dst, ext, keep));
+            // Given up on even ranks, kept on odd ones: in place and out of place in one call.
+            f.add(st::differential_mixed_give_up_case<std::int32_t>(m, src, dst, ext));
           });
       };
       if (mc.shape.size() == 1) run(sc::make_mesh(c, std::array<int, 1>{mc.shape[0]}));
@@ -165,6 +167,89 @@ TEST_CASE("a failed in-place all_reduce writes nothing anyone can read") {
                                         f.add(who + "the given-up tensor kept storage a failed all_reduce wrote");
                                       if (copy_kept && (x.data() != old || st::snapshot(x) != before || st::snapshot(copy) != before))
                                         f.add(who + "a failed all_reduce on new storage changed the given-up tensor or its copy");
+                                      throw;
+                                    }
+                                  }),
+                    std::runtime_error);
+    f.report();
+  }
+}
+
+TEST_CASE("to_global of a given-up tensor: every layout on 1- and 2-axis meshes, owned alone, with a copy kept, or a view") {
+  failures f;
+  struct mesh_case {
+    int nranks;
+    std::vector<int> shape;
+  };
+  for (const mesh_case& mc : {mesh_case{3, {3}}, mesh_case{4, {2, 2}}}) {
+    sc::host::run(mc.nranks, [&](sc::host::communicator& c) {
+      auto run = [&](const auto& m) {
+        const int naxes = static_cast<int>(mc.shape.size());
+        for (const auto& ext : {std::array<std::int64_t, 2>{6, 4}, std::array<std::int64_t, 2>{1, 2}})
+          for (sc::reduce_op op : st::all_reduce_ops)
+            for (const sc::runtime_layout& l : st::all_layouts(naxes, 2, op)) {
+              const auto g = st::make_global<std::int32_t>(ext[0] * ext[1]);
+              auto owned = sc::distribute(m, l, g, ext);
+              st::spread_partial_terms(owned, g);
+              for (int keep = 0; keep < 3; ++keep) {  // owned alone, a copy kept, a view
+                using D = decltype(owned);
+                std::vector<std::int32_t> viewed = st::snapshot(owned);
+                D copy = owned;
+                D x = keep == 2 ? D(m, ext, nullptr, viewed.data(), l) : copy;
+                if (keep == 0) copy = D();  // x alone owns its storage
+                const auto before = st::snapshot(x);
+                const std::vector<std::int32_t> got = sc::to_global(std::move(x));
+                const std::string what = sc::to_string(l) + (keep == 0 ? "" : keep == 1 ? " (copy kept)" : " (view)") + ": ";
+                if (got != g) f.add(what + "to_global of the given-up tensor differs from the global tensor");
+                if (!st::check_emptied(x).empty()) f.add(what + "the given-up tensor was not left empty");
+                if (keep == 1 && st::snapshot(copy) != before) f.add(what + "wrote into storage a copy holds");
+                if (keep == 2 && viewed != before) f.add(what + "wrote into the memory under a view");
+              }
+            }
+      };
+      if (mc.shape.size() == 1) run(sc::make_mesh(c, std::array<int, 1>{mc.shape[0]}));
+      else run(sc::make_mesh(c, std::array<int, 2>{mc.shape[0], mc.shape[1]}));
+    });
+  }
+  // A static layout, and a temporary.
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> e{5, 3};
+    const auto g = st::make_global<double>(15);
+    auto x = sc::distribute<sc::layout<sc::partial<>, sc::shard<1>>>(m, g, e);
+    st::spread_partial_terms(x, g);
+    if (sc::to_global(std::move(x)) != g) f.add("static P(sum),S(1): to_global of the given-up tensor differs");
+    if (!st::check_emptied(x).empty()) f.add("static P(sum),S(1): the given-up tensor was not left empty");
+    if (sc::to_global(sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, e)) != g) f.add("a temporary: to_global differs");
+  });
+  f.report();
+}
+
+TEST_CASE("to_global of a given-up tensor with a failed peer: storage a copy holds keeps its values") {
+  for (const bool copy_kept : {false, true}) {
+    CAPTURE(copy_kept);
+    failures f;
+    using PP = sc::layout<sc::partial<>, sc::partial<>>;
+    CHECK_THROWS_AS(sc::host::run(4,
+                                  [&](sc::host::communicator& c) {
+                                    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+                                    const std::array<std::int64_t, 2> e{64, 64};
+                                    const auto g = st::make_global<float>(64 * 64);
+                                    auto x = sc::distribute<PP>(m, g, e);
+                                    (void)sc::to_global(x);  // plan and geometry cached
+                                    auto copy = copy_kept ? x : decltype(x)();
+                                    const auto before = st::snapshot(x);
+                                    const float* const old = x.data();
+                                    if (c.rank() == 1) throw std::runtime_error("rank 1 fails");
+                                    const std::string who = "rank " + std::to_string(c.rank()) + ": ";
+                                    try {
+                                      (void)sc::to_global(std::move(x));
+                                      f.add(who + "to_global with a failed peer returned");
+                                    } catch (const sc::comm_error&) {
+                                      if (!copy_kept && !st::check_emptied(x).empty())
+                                        f.add(who + "the given-up tensor kept storage a failed all_reduce wrote");
+                                      if (copy_kept && (x.data() != old || st::snapshot(x) != before || st::snapshot(copy) != before))
+                                        f.add(who + "a failed to_global changed the given-up tensor or its copy");
                                       throw;
                                     }
                                   }),

@@ -67,6 +67,23 @@ TEST_CASE_TEMPLATE("mpi all_reduce and reduce_scatter, every op", T, float, doub
   }
 }
 
+TEST_CASE("mpi all_reduce with some ranks in place and others not, in one call") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  const std::size_t n = 7;
+  for (int parity = 0; parity < 2; ++parity) {  // in place on even ranks, then on odd ones
+    CAPTURE(parity);
+    const bool inplace = me % 2 == parity;
+    std::vector<std::int64_t> in(n), out(n, -1);
+    for (std::size_t i = 0; i < n; ++i) in[i] = input<std::int64_t>(me, i);
+    const std::vector<std::int64_t> before = in;
+    std::int64_t* const dst = inplace ? in.data() : out.data();
+    c.all_reduce(in.data(), dst, n, sc::reduce_op::sum);
+    for (std::size_t i = 0; i < n; ++i) CHECK(dst[i] == reference<std::int64_t>(p, i, sc::reduce_op::sum));
+    if (!inplace) CHECK(in == before);
+  }
+}
+
 TEST_CASE_TEMPLATE("mpi all_gather, all_to_all, broadcast", T, float, std::int8_t, std::uint8_t, std::int64_t) {
   auto c = world();
   const int p = c.size(), me = c.rank();

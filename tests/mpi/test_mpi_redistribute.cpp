@@ -16,11 +16,12 @@ namespace sc = shardcast;
 namespace st = shardcast::testing;
 
 namespace {
-enum class mode { plain, into, given_up };
+enum class mode { plain, into, given_up, mixed };
 
 /// Runs layout pairs (every `stride`-th one, each op on its own slice) on `shape`; `into`:
 /// through redistribute_into, into a view over guarded memory; `given_up`: with the input
-/// given up (std::move), its storage owned alone, held by a copy, or viewed.
+/// given up (std::move), its storage owned alone, held by a copy, or viewed; `mixed`: given
+/// up on even ranks and kept on odd ones.
 template <class T, int N, std::size_t R, mode Mode = mode::plain>
 std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents,
                   std::size_t stride) {
@@ -31,6 +32,7 @@ std::size_t sweep(sc::mpi::communicator& c, const std::array<int, N>& shape, con
       std::string err;
       if constexpr (Mode == mode::into) err = st::differential_into_case<T>(m, src, dst, e);
       else if constexpr (Mode == mode::plain) err = st::differential_case<T>(m, src, dst, e);
+      else if constexpr (Mode == mode::mixed) err = st::differential_mixed_give_up_case<T>(m, src, dst, e);
       else
         for (int keep = 0; keep < 3; ++keep) {  // (every rank runs all three: each is collective)
           std::string k = st::differential_given_up_case<T>(m, src, dst, e, keep);
@@ -90,6 +92,13 @@ TEST_CASE("mpi: redistribute of a given-up tensor on 1- and 2-axis meshes matche
   sc::mpi::communicator c(MPI_COMM_WORLD);
   std::size_t n = sweep<std::int32_t, 1, 2, mode::given_up>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
   for (auto s : shapes2(c.size())) n += sweep<double, 2, 2, mode::given_up>(c, s, {{{5, 6}}, {{3, 1}}}, 2);
+  CHECK(n > 0);
+}
+
+TEST_CASE("mpi: an input given up on some ranks and kept on others (in place and out of place in one all_reduce)") {
+  sc::mpi::communicator c(MPI_COMM_WORLD);
+  std::size_t n = sweep<float, 1, 2, mode::mixed>(c, {c.size()}, {{{5, 3}}, {{2, 7}}}, 1);
+  for (auto s : shapes2(c.size())) n += sweep<std::int64_t, 2, 2, mode::mixed>(c, s, {{{5, 6}}}, 2);
   CHECK(n > 0);
 }
 
