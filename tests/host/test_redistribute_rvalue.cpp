@@ -139,40 +139,45 @@ TEST_CASE("a result made from a given-up tensor keeps the mesh alive") {
   f.report();
 }
 
-TEST_CASE("a failed in-place all_reduce writes nothing anyone can read") {
+TEST_CASE("a failed in-place all_reduce writes nothing anyone can read (redistribute and to_global)") {
   // Alone: the given-up tensor is left empty (its storage, partly written, released).
   // With a copy kept: the all_reduce ran on new storage, so x and the copy keep their values.
-  for (const bool copy_kept : {false, true}) {
-    CAPTURE(copy_kept);
-    failures f;
-    using PP = sc::layout<sc::partial<>, sc::partial<>>;
-    using RR = sc::layout<sc::replicate, sc::replicate>;
-    CHECK_THROWS_AS(sc::host::run(4,
-                                  [&](sc::host::communicator& c) {
-                                    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
-                                    const std::array<std::int64_t, 2> e{64, 64};
-                                    const auto g = st::make_global<float>(64 * 64);
-                                    auto x = sc::distribute<PP>(m, g, e);
-                                    (void)sc::redistribute<RR>(x);  // plan and geometry cached, as a later call finds them
-                                    auto copy = copy_kept ? x : decltype(x)();
-                                    const auto before = st::snapshot(x);
-                                    const float* const old = x.data();
-                                    if (c.rank() == 1) throw std::runtime_error("rank 1 fails");
-                                    const std::string who = "rank " + std::to_string(c.rank()) + ": ";
-                                    try {
-                                      (void)sc::redistribute<RR>(std::move(x));
-                                      f.add(who + "the all_reduce with a failed peer returned");
-                                    } catch (const sc::comm_error&) {
-                                      if (!copy_kept && !st::check_emptied(x).empty())
-                                        f.add(who + "the given-up tensor kept storage a failed all_reduce wrote");
-                                      if (copy_kept && (x.data() != old || st::snapshot(x) != before || st::snapshot(copy) != before))
-                                        f.add(who + "a failed all_reduce on new storage changed the given-up tensor or its copy");
-                                      throw;
-                                    }
-                                  }),
-                    std::runtime_error);
-    f.report();
-  }
+  for (const bool via_to_global : {false, true})
+    for (const bool copy_kept : {false, true}) {
+      CAPTURE(via_to_global);
+      CAPTURE(copy_kept);
+      failures f;
+      using PP = sc::layout<sc::partial<>, sc::partial<>>;
+      using RR = sc::layout<sc::replicate, sc::replicate>;
+      CHECK_THROWS_AS(sc::host::run(4,
+                                    [&](sc::host::communicator& c) {
+                                      auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+                                      const std::array<std::int64_t, 2> e{64, 64};
+                                      const auto g = st::make_global<float>(64 * 64);
+                                      auto x = sc::distribute<PP>(m, g, e);
+                                      // Plan and geometry cached, as a later call finds them.
+                                      if (via_to_global) (void)sc::to_global(x);
+                                      else (void)sc::redistribute<RR>(x);
+                                      auto copy = copy_kept ? x : decltype(x)();
+                                      const auto before = st::snapshot(x);
+                                      const float* const old = x.data();
+                                      if (c.rank() == 1) throw std::runtime_error("rank 1 fails");
+                                      const std::string who = "rank " + std::to_string(c.rank()) + ": ";
+                                      try {
+                                        if (via_to_global) (void)sc::to_global(std::move(x));
+                                        else (void)sc::redistribute<RR>(std::move(x));
+                                        f.add(who + "the all_reduce with a failed peer returned");
+                                      } catch (const sc::comm_error&) {
+                                        if (!copy_kept && !st::check_emptied(x).empty())
+                                          f.add(who + "the given-up tensor kept storage a failed all_reduce wrote");
+                                        if (copy_kept && (x.data() != old || st::snapshot(x) != before || st::snapshot(copy) != before))
+                                          f.add(who + "a failed all_reduce on new storage changed the given-up tensor or its copy");
+                                        throw;
+                                      }
+                                    }),
+                      std::runtime_error);
+      f.report();
+    }
 }
 
 TEST_CASE("to_global of a given-up tensor: every layout on 1- and 2-axis meshes, owned alone, with a copy kept, or a view") {
@@ -223,37 +228,4 @@ TEST_CASE("to_global of a given-up tensor: every layout on 1- and 2-axis meshes,
     if (sc::to_global(sc::distribute<sc::layout<sc::shard<0>, sc::replicate>>(m, g, e)) != g) f.add("a temporary: to_global differs");
   });
   f.report();
-}
-
-TEST_CASE("to_global of a given-up tensor with a failed peer: storage a copy holds keeps its values") {
-  for (const bool copy_kept : {false, true}) {
-    CAPTURE(copy_kept);
-    failures f;
-    using PP = sc::layout<sc::partial<>, sc::partial<>>;
-    CHECK_THROWS_AS(sc::host::run(4,
-                                  [&](sc::host::communicator& c) {
-                                    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
-                                    const std::array<std::int64_t, 2> e{64, 64};
-                                    const auto g = st::make_global<float>(64 * 64);
-                                    auto x = sc::distribute<PP>(m, g, e);
-                                    (void)sc::to_global(x);  // plan and geometry cached
-                                    auto copy = copy_kept ? x : decltype(x)();
-                                    const auto before = st::snapshot(x);
-                                    const float* const old = x.data();
-                                    if (c.rank() == 1) throw std::runtime_error("rank 1 fails");
-                                    const std::string who = "rank " + std::to_string(c.rank()) + ": ";
-                                    try {
-                                      (void)sc::to_global(std::move(x));
-                                      f.add(who + "to_global with a failed peer returned");
-                                    } catch (const sc::comm_error&) {
-                                      if (!copy_kept && !st::check_emptied(x).empty())
-                                        f.add(who + "the given-up tensor kept storage a failed all_reduce wrote");
-                                      if (copy_kept && (x.data() != old || st::snapshot(x) != before || st::snapshot(copy) != before))
-                                        f.add(who + "a failed to_global changed the given-up tensor or its copy");
-                                      throw;
-                                    }
-                                  }),
-                    std::runtime_error);
-    f.report();
-  }
 }
