@@ -16,6 +16,7 @@
 #include "plan.hpp"
 #include "redistribute.hpp"
 #include "split.hpp"
+#include "ops/broadcast.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
 #include "ops/reduce.hpp"

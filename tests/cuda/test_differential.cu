@@ -13,6 +13,7 @@
 #include <shardcast/comm/p2p.hpp>
 #include <shardcast/cuda/elementwise.cuh>  // elementwise_exec<device_memory>
 #include <shardcast/cuda/pack.cuh>         // memory_ops<device_memory>, which the executor uses on device meshes
+#include <shardcast/ops/broadcast.hpp>
 #include <shardcast/ops/elementwise.hpp>
 
 #include <algorithm>
@@ -128,6 +129,34 @@ TEST_CASE("p2p (2 ranks on GPU 0): elementwise operators on given-up operands" *
     for (std::size_t i = 0; i < 35; ++i) ref2[i] = 2 * a[i] + b[i], ref_keep[i] = 2 * a[i];
     if (sc::to_global(v, s) != ref2) out.add(c.rank(), "2 x + y differs from the reference");
     if (sc::to_global(keep, s) != ref_keep) out.add(c.rank(), "the copy's piece changed");
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+    if (c.rank() == 0) out.count(1);
+  });
+  out.report();
+}
+
+// x - b with b [7, 1] broadcast along dim 1, x sharded along that dim over both ranks
+// (b replicated), then the same over x given up: written over x's piece.
+TEST_CASE("p2p (2 ranks on GPU 0): broadcast_zip along a sharded dim" * doctest::skip(no_device())) {
+  outcome out;
+  sc::p2p::run(2, {0}, [&](sc::p2p::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 1>{2});
+    using L = sc::layout<sc::shard<1>>;
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    const std::array<std::int64_t, 2> ext{7, 5}, extb{7, 1};
+    const std::vector<float> a = st::make_global<float>(35), b = st::make_global<float>(7, 1);
+    std::vector<float> ref(35);
+    for (std::size_t i = 0; i < 35; ++i) ref[i] = a[i] - b[i / 5];
+    const auto x = sc::distribute<L>(m, a, ext, s);
+    const auto bt = sc::distribute<sc::broadcast_layout_t<L, 1>>(m, b, extb, s);
+    if (sc::to_global(sc::broadcast_zip<1>(x, bt, sc::fn::sub, s), s) != ref) out.add(c.rank(), "x - b differs from the reference");
+    auto t = sc::scale(x, 1, s);  // owned alone
+    const float* const first = t.data();
+    auto r = sc::broadcast_zip<1>(std::move(t), bt, sc::fn::sub, s);
+    if (r.local_size() > 0 && r.data() != first) out.add(c.rank(), "a given-up operand owned alone did not carry the result");
+    if (sc::to_global(r, s) != ref) out.add(c.rank(), "x - b (given up) differs from the reference");
     SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
     SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
     if (c.rank() == 0) out.count(1);

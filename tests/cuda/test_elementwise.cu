@@ -159,6 +159,38 @@ void zip_rows_suite() {
     }
 }
 
+template <class T>
+void zip_broadcast_suite() {
+  stream_guard g;
+  // [outer, mid, inner]: b [outer, inner] broadcast along the middle dim.
+  const std::size_t shapes[][3] = {{0, 3, 2}, {2, 0, 3}, {3, 2, 0}, {1, 1, 1}, {3, 5, 7}, {1, 64, 5}, {17, 9, 1}, {4, 129, 33}, {2, 1, 3}};
+  for (const auto& sh3 : shapes)
+    for (const auto& sh : shifts) {
+      const std::size_t outer = sh3[0], mid = sh3[1], inner = sh3[2], n = outer * mid * inner, nb = outer * inner;
+      CAPTURE(outer); CAPTURE(mid); CAPTURE(inner); CAPTURE(sh[0]); CAPTURE(sh[1]); CAPTURE(sh[2]);
+      std::vector<T> ha(n), hb(nb);
+      std::vector<double> want(n), want_inplace(n);
+      for (std::size_t j = 0; j < nb; ++j) hb[j] = from_d<T>(input(j, 6));
+      for (std::size_t o = 0; o < outer; ++o)
+        for (std::size_t m = 0; m < mid; ++m)
+          for (std::size_t k = 0; k < inner; ++k) {
+            const std::size_t i = (o * mid + m) * inner + k;
+            ha[i] = from_d<T>(input(i, 3));
+            want[i] = input(i, 3) - input(o * inner + k, 6);
+            want_inplace[i] = input(i, 3) * input(o * inner + k, 6);
+          }
+      device_buffer<T> a(n, sh[0]), b(nb, sh[1]), out(n, sh[2]);
+      a.put(ha);
+      b.put(hb);
+      ew::zip_broadcast(a.p, b.p, out.p, outer, mid, inner, fn::sub, g.s);
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
+      CHECK(mismatches(out.get(), want, 0) == 0);
+      ew::zip_broadcast(a.p, b.p, a.p, outer, mid, inner, fn::mul, g.s);  // in place on a
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
+      CHECK(mismatches(a.get(), want_inplace, 0) == 0);
+    }
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("elementwise_exec<device_memory>::map matches a host loop" * doctest::skip(no_device()), T, float, double, __half,
@@ -174,6 +206,11 @@ TEST_CASE_TEMPLATE("elementwise_exec<device_memory>::zip matches a host loop" * 
 TEST_CASE_TEMPLATE("elementwise_exec<device_memory>::zip_rows broadcasts the row over every row" * doctest::skip(no_device()), T,
                    float, double, __half, __nv_bfloat16) {
   zip_rows_suite<T>();
+}
+
+TEST_CASE_TEMPLATE("elementwise_exec<device_memory>::zip_broadcast broadcasts b along the middle dim" * doctest::skip(no_device()), T,
+                   float, double, __half) {
+  zip_broadcast_suite<T>();
 }
 
 TEST_CASE("elementwise_exec<device_memory>::map narrows float to bfloat16 and half, rounding to nearest even" *

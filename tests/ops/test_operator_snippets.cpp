@@ -1,10 +1,11 @@
-// The code shown in docs/02_operators.md (elementwise, reduce, transpose and dynamic-layout sections), compiled
+// The code shown in docs/02_operators.md (elementwise, reduce, broadcast, transpose and dynamic-layout sections), compiled
 // and checked against single-rank references. The lines between "// [snippet NAME]" and
 // "// [/snippet]" are quoted verbatim in the docs.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <shardcast/comm/host.hpp>
+#include <shardcast/ops/broadcast.hpp>
 #include <shardcast/ops/elementwise.hpp>
 #include <shardcast/ops/matmul.hpp>
 #include <shardcast/ops/reduce.hpp>
@@ -117,6 +118,39 @@ TEST_CASE("docs: reduce and transpose snippets") {
                    optest::compare_global(mean, std::vector<double>{total / 5}, 1e-12), optest::compare_global(t, tr_ref),
                    optest::compare_global(u, tr_ref)})
       if (!e.empty()) f.add(e);
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}
+
+TEST_CASE("docs: broadcast snippet (softmax along a sharded dim)") {
+  const std::int64_t t = 6, v = 11;
+  std::vector<double> X(static_cast<std::size_t>(t * v)), want(X.size());
+  for (std::size_t i = 0; i < X.size(); ++i) X[i] = std::sin(0.7 * static_cast<double>(i)) * 3;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(t); ++r) {
+    const double* row = X.data() + r * static_cast<std::size_t>(v);
+    double mx = row[0], sum = 0;
+    for (std::int64_t k = 0; k < v; ++k) mx = std::max(mx, row[k]);
+    for (std::int64_t k = 0; k < v; ++k) sum += std::exp(row[k] - mx);
+    for (std::int64_t k = 0; k < v; ++k) want[r * static_cast<std::size_t>(v) + static_cast<std::size_t>(k)] = std::exp(row[k] - mx) / sum;
+  }
+  optest::failures f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    // [snippet broadcast]
+    using L = sc::layout<sc::shard<0>, sc::shard<1>>;  // logits x [t, v]: rows over axis 0, v over axis 1
+    using LB = sc::broadcast_layout_t<L, 1>;           // layout<shard<0>, replicate>
+    auto x = sc::distribute<L>(mesh, X, std::array<std::int64_t, 2>{t, v});
+    auto mx = sc::redistribute<LB>(sc::reduce<1, sc::max, sc::keep_dim>(x));  // [t, 1]: all_reduce(max) on axis 1
+    auto e = sc::map(sc::broadcast_zip<1>(x, mx, sc::fn::sub), [](double u) { return std::exp(u); });
+    auto s = sc::redistribute<LB>(sc::reduce<1, sc::sum, sc::keep_dim>(e));    // all_reduce(sum) on axis 1
+    auto p = sc::broadcast_zip<1>(std::move(e), s, [](double u, double w) { return u / w; });  // softmax, in e's storage
+    // [/snippet]
+    static_assert(std::is_same_v<LB, sc::layout<sc::shard<0>, sc::replicate>>);
+    static_assert(std::is_same_v<decltype(p)::layout_type, L>);
+    if (!sc::testing::check_emptied(e).empty()) f.add("e was not left empty");
+    const std::string err = optest::compare_global(p, want, 1e-12);
+    if (!err.empty()) f.add(err);
   });
   for (auto& s : f.list) FAIL_CHECK(s);
   CHECK(f.list.empty());

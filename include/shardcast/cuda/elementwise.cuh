@@ -109,6 +109,17 @@ SHARDCAST_KERNEL void zip_rows_kernel(const T* a, const U* row, V* out, std::siz
   }
 }
 
+/// out[e] = f(a[e], b[(e / (mid*inner))*inner + e % inner]): b broadcast along the middle
+/// dim of a row-major [outer, mid, inner] array. One element per thread and step; the b
+/// element is read per element (b is mid times smaller than a and stays in cache).
+template <class T, class U, class V, class F>
+SHARDCAST_KERNEL void zip_broadcast_kernel(const T* a, const U* b, V* out, std::size_t n, std::size_t mid, std::size_t inner, F f) {
+  const std::size_t tid = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t stride = std::size_t(gridDim.x) * blockDim.x;
+  const std::size_t plane = mid * inner;
+  for (std::size_t e = tid; e < n; e += stride) out[e] = convert<V>(f(a[e], b[(e / plane) * inner + e % inner]));
+}
+
 template <class... P>
 vector_split split_arrays(std::size_t n, int w, const P*... p) {
   const std::uintptr_t addrs[] = {reinterpret_cast<std::uintptr_t>(p)...};
@@ -174,6 +185,19 @@ struct elementwise_exec<device_memory> {
     const dd::vector_split vs = dd::split_arrays(n, w, a, static_cast<const V*>(out));
     constexpr unsigned block = 256;
     dd::zip_rows_kernel<w><<<dd::elementwise_grid(n, vs, w, block), block, 0, s>>>(a, row, out, n, cols, vs, f);
+    SHARDCAST_CUDA_CHECK_LAUNCH();
+  }
+
+  /// out[(o*mid + m)*inner + k] = f(a[(o*mid + m)*inner + k], b[o*inner + k]): b broadcast
+  /// along the middle dim of a row-major [outer, mid, inner] array.
+  /// @throws cuda_error if the launch fails.
+  template <class T, class U, class V, class F>
+  static void zip_broadcast(const T* a, const U* b, V* out, std::size_t outer, std::size_t mid, std::size_t inner, F f, cudaStream_t s = {}) {
+    const std::size_t n = outer * mid * inner;
+    if (n == 0) return;
+    namespace dd = device::detail;
+    constexpr unsigned block = 256;
+    dd::zip_broadcast_kernel<<<dd::grid_for(static_cast<std::int64_t>(n), block), block, 0, s>>>(a, b, out, n, mid, inner, f);
     SHARDCAST_CUDA_CHECK_LAUNCH();
   }
 };

@@ -9,6 +9,9 @@
 ///   template <class T, class U, class V, class F> static void zip_rows(const T* a, const U* row, V* out, std::size_t rows,
 ///                                                                      std::size_t cols, F f, stream_type s);
 ///   // zip_rows: out[r*cols + c] = f(a[r*cols + c], row[c])
+///   template <class T, class U, class V, class F> static void zip_broadcast(const T* a, const U* b, V* out, std::size_t outer,
+///                                                                           std::size_t mid, std::size_t inner, F f, stream_type s);
+///   // zip_broadcast: out[(o*mid + m)*inner + k] = f(a[(o*mid + m)*inner + k], b[o*inner + k]) (b broadcast along the middle dim)
 /// @endcode
 
 namespace shardcast::detail {

@@ -87,6 +87,17 @@ struct elementwise_exec<host_memory> {
       for (std::size_t c = 0; c < cols; ++c) orow[c] = static_cast<V>(f(ar[c], row[c]));
     }
   }
+  /// out[(o*mid + m)*inner + k] = f(a[(o*mid + m)*inner + k], b[o*inner + k])
+  template <class T, class U, class V, class F>
+  static void zip_broadcast(const T* a, const U* b, V* out, std::size_t outer, std::size_t mid, std::size_t inner, F f, host_stream = {}) {
+    for (std::size_t o = 0; o < outer; ++o) {
+      const U* bo = b + o * inner;
+      for (std::size_t m = 0; m < mid; ++m) {
+        const std::size_t base = (o * mid + m) * inner;
+        for (std::size_t k = 0; k < inner; ++k) out[base + k] = static_cast<V>(f(a[base + k], bo[k]));
+      }
+    }
+  }
 };
 
 }  // namespace detail
@@ -156,6 +167,7 @@ enum class op_rule : std::uint8_t {
   reduce_partial_op,        ///< reduce<D, Op>: x is partial with another op
   reduce_mixed_partials,    ///< reduce<D, avg>: the result would mix partial<sum> and partial<avg>
   matmul_pair,              ///< matmul: the (A, B) pair is not in matmul's table
+  broadcast_placement,      ///< broadcast_zip<D>: b's placement is not the one a's placement needs
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -422,6 +434,10 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
     case op_rule::reduce_mixed_partials:
       return head + "the result would mix partial<sum> (from the sharded reduced dim) with x's partial<avg>; redistribute x's "
              "partial<avg> axes to replicate (all_reduce) first";
+    case op_rule::broadcast_placement:
+      return head + "on " + ax + " a is " + pa + " and b is " + pb +
+             "; b (broadcast along the dim where it has extent 1) must be R where a shards that dim and a's placement "
+             "elsewhere, so redistribute b first";
     case op_rule::matmul_pair:
       return head + "on " + ax + " A is " + pa + " and B is " + pb +
              ", which matmul does not take; the legal (A, B) -> C pairs on each axis are (S(0), R) -> S(0), (R, S(1)) -> S(1), "
