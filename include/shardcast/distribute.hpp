@@ -255,10 +255,11 @@ std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_
 
 /// to_global of a tensor the caller gives up (`to_global(std::move(x))`, or a temporary
 /// such as `to_global(matmul(a, b))`): the same values, and x is left empty. Its redistribute
-/// to replicate gives x up (see redistribute of a given-up tensor): a partial x that owns
-/// its storage alone is reduced in place there (one all_reduce), and x's storage is
-/// released before the host copy is made, unless a copy of x holds it. Storage a copy
-/// holds, and memory under a view, is never written.
+/// to replicate gives x up (see redistribute of a given-up tensor): when that plan is one
+/// all_reduce (x partial on some axes, replicate on the others) and x owns its storage
+/// alone, it runs in place there; x's storage is released once the replicated piece no
+/// longer needs it (before the host copy when the plan has collectives), unless a copy of
+/// x holds it. Storage a copy holds, and memory under a view, is never written.
 template <class T, int R, class L, class Mesh>
 std::vector<T> to_global(dtensor<T, R, L, Mesh>&& x, typename Mesh::stream_type s = {}) {
   using D = dtensor<T, R, dynamic_layout, Mesh>;
