@@ -93,6 +93,11 @@ void map_suite() {
       ew::map(in.p, out.p, n, fn::silu, g.s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
       CHECK(mismatches(out.get(), silu, tolerance<T>()) == 0);
+      std::vector<double> ex(n);
+      for (std::size_t i = 0; i < n; ++i) ex[i] = std::exp(x[i]);
+      ew::map(in.p, out.p, n, fn::exp, g.s);
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
+      CHECK(mismatches(out.get(), ex, tolerance<T>()) == 0);
     }
 }
 

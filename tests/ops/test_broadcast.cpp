@@ -6,6 +6,7 @@
 // through the compile-time API is the docs snippet in test_operator_snippets.cpp.)
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/broadcast.hpp>
@@ -226,6 +227,15 @@ TEST_CASE("broadcast_zip: given-up operands") {
     }
   });
   f.report();
+}
+
+TEST_CASE("fn::div and fn::exp, the functors a softmax needs") {
+  CHECK(sc::fn::div(7, 2) == 3);
+  CHECK(sc::fn::div(-7.0, 2.0) == -3.5);
+  CHECK(sc::fn::exp(0.0) == 1.0);
+  CHECK(sc::fn::exp(1.0) == std::exp(1.0));
+  CHECK(sc::fn::exp(-2.5f) == std::exp(-2.5f));
+  static_assert(!sc::is_linear_v<sc::fn::div_fn> && !sc::is_linear_v<sc::fn::exp_fn>);
 }
 
 TEST_CASE("broadcast_zip misuse: extents, meshes, dynamic layouts") {

@@ -142,9 +142,9 @@ TEST_CASE("docs: broadcast snippet (softmax along a sharded dim)") {
     using LB = sc::broadcast_layout_t<L, 1>;           // layout<shard<0>, replicate>
     auto x = sc::distribute<L>(mesh, X, std::array<std::int64_t, 2>{t, v});
     auto mx = sc::redistribute<LB>(sc::reduce<1, sc::max, sc::keep_dim>(x));  // [t, 1]: all_reduce(max) on axis 1
-    auto e = sc::map(sc::broadcast_zip<1>(x, mx, sc::fn::sub), [](double u) { return std::exp(u); });
+    auto e = sc::map(sc::broadcast_zip<1>(x, mx, sc::fn::sub), sc::fn::exp);
     auto s = sc::redistribute<LB>(sc::reduce<1, sc::sum, sc::keep_dim>(e));    // all_reduce(sum) on axis 1
-    auto p = sc::broadcast_zip<1>(std::move(e), s, [](double u, double w) { return u / w; });  // softmax, in e's storage
+    auto p = sc::broadcast_zip<1>(std::move(e), s, sc::fn::div);  // softmax, in e's storage
     // [/snippet]
     static_assert(std::is_same_v<LB, sc::layout<sc::shard<0>, sc::replicate>>);
     static_assert(std::is_same_v<decltype(p)::layout_type, L>);

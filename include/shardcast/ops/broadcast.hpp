@@ -17,9 +17,9 @@
 /// @code
 ///   // 2x2 mesh, logits x [t, v]: layout<shard<0>, shard<1>> (vocab split over axis 1)
 ///   auto m = sc::redistribute<sc::broadcast_layout_t<L, 1>>(sc::reduce<1, sc::max, sc::keep_dim>(x));  // [t, 1]: all_reduce(max)
-///   auto e = sc::map(sc::broadcast_zip<1>(x, m, sc::fn::sub), [](float v) { return std::exp(v); });
+///   auto e = sc::map(sc::broadcast_zip<1>(x, m, sc::fn::sub), sc::fn::exp);
 ///   auto s = sc::redistribute<sc::broadcast_layout_t<L, 1>>(sc::reduce<1, sc::sum, sc::keep_dim>(e));  // all_reduce(sum)
-///   auto p = sc::broadcast_zip<1>(std::move(e), s, [](float u, float v) { return u / v; });  // softmax, in e's storage
+///   auto p = sc::broadcast_zip<1>(std::move(e), s, sc::fn::div);  // softmax, in e's storage
 /// @endcode
 
 #include <array>

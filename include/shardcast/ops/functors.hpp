@@ -42,6 +42,11 @@ struct mul_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a * b); }
 };
+/// a / b (integer division for integer T). Not linear in (a, b) jointly.
+struct div_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a / b); }
+};
 /// x * factor (the factor is stored in the functor; it converts to T at the call).
 template <class S>
 struct scale_fn {
@@ -92,6 +97,16 @@ struct gelu_grad_fn {
   }
 };
 
+/// e^x (computed in double for double, in float otherwise).
+struct exp_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    using M = detail::math_t<T>;
+    using std::exp;
+    return static_cast<T>(exp(static_cast<M>(x)));
+  }
+};
+
 /// SiLU (swish): x * sigmoid(x).
 struct silu_fn {
   template <class T>
@@ -117,6 +132,8 @@ struct silu_grad_fn {
 inline constexpr add_fn add{};
 inline constexpr sub_fn sub{};
 inline constexpr mul_fn mul{};
+inline constexpr div_fn div{};
+inline constexpr exp_fn exp{};
 inline constexpr identity_fn identity{};
 inline constexpr relu_fn relu{};
 inline constexpr relu_grad_fn relu_grad{};
