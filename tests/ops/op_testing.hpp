@@ -215,4 +215,61 @@ inline bool only_additive_partials(const sc::runtime_layout& l) {
   return true;
 }
 
+/// Partial axes with max or min only (the ones a nondecreasing map keeps).
+inline bool only_max_min_partials(const sc::runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial() && l[a].op != sc::reduce_op::max && l[a].op != sc::reduce_op::min) return false;
+  return true;
+}
+
+/// What a functor is, as the tests' rule predicates read it: written down for each functor
+/// by hand (the tests check the library's traits against these).
+struct known {
+  bool joint = false;                 // linear in (a, b) jointly
+  bool lin[2] = {false, false};       // linear in argument i, the other fixed
+  bool aff[2] = {false, false};       // affine in argument i
+  bool inc[2] = {false, false};       // nondecreasing in argument i
+};
+inline constexpr known k_add{true, {false, false}, {true, true}, {true, true}};
+inline constexpr known k_sub{true, {false, false}, {true, true}, {true, false}};
+inline constexpr known k_mul{false, {true, true}, {true, true}, {false, false}};
+inline constexpr known k_div_float{false, {true, false}, {true, false}, {false, false}};
+inline constexpr known k_none{};
+
+/// Is zip(a, b, f) legal, and with which output layout? Written from the rule in
+/// docs/02_operators.md, not from the library's code: per mesh axis, equal placements (two
+/// partials only partial<sum|avg> with f jointly linear), or one partial and the other
+/// replicate with f linear (sum), affine (avg) or nondecreasing (max, min) in the partial
+/// operand, the output taking the partial; and the output holds one partial op.
+constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& b, const known& f, sc::runtime_layout* out = nullptr) {
+  sc::runtime_layout y;
+  y.naxes = a.naxes;
+  int op = -1;
+  for (int i = 0; i < a.naxes; ++i) {
+    const pd pa = a[i], pb = b[i];
+    pd py = pa;
+    if (pa == pb) {
+      if (pa.kind == sc::placement_kind::partial && !(f.joint && (pa.op == sc::reduce_op::sum || pa.op == sc::reduce_op::avg))) return false;
+    } else {
+      int k = -1;
+      if (pa.kind == sc::placement_kind::partial && pb.kind == sc::placement_kind::replicate) k = 0;
+      if (pa.kind == sc::placement_kind::replicate && pb.kind == sc::placement_kind::partial) k = 1;
+      if (k < 0) return false;
+      py = k == 0 ? pa : pb;
+      const bool fits = py.op == sc::reduce_op::sum   ? f.lin[k]
+                        : py.op == sc::reduce_op::avg ? f.aff[k]
+                        : py.op == sc::reduce_op::max || py.op == sc::reduce_op::min ? f.inc[k]
+                                                                                       : false;
+      if (!fits) return false;
+    }
+    if (py.kind == sc::placement_kind::partial) {
+      if (op >= 0 && op != static_cast<int>(py.op)) return false;
+      op = static_cast<int>(py.op);
+    }
+    y[i] = py;
+  }
+  if (out) *out = y;
+  return true;
+}
+
 }  // namespace optest

@@ -31,17 +31,21 @@ static_assert(std::is_same_v<sc::broadcast_layout_t<sc::layout<S1, Ps, S1>, 1>, 
 static_assert(std::is_same_v<sc::broadcast_zip_layout_t<sc::layout<S0, S1>, sc::layout<S0, R>, 1, sc::fn::sub_fn>, sc::layout<S0, S1>>);
 static_assert(std::is_same_v<sc::broadcast_zip_layout_t<sc::layout<Ps, S1>, sc::layout<Ps, S1>, 0, sc::fn::add_fn>, sc::layout<Ps, S1>>);
 
-/// Is broadcast_zip<d>(a, b, f) legal? Written from the rule, not from the library's code.
-bool legal(const sc::runtime_layout& a, const sc::runtime_layout& b, int d, bool linear) {
-  for (int i = 0; i < a.naxes; ++i) {
-    const pd pa = a[i], pb = b[i];
-    if (pa.kind == sc::placement_kind::shard && pa.dim == d) {
-      if (pb.kind != sc::placement_kind::replicate) return false;
-      continue;
+/// Is broadcast_zip<d>(a, b, f) legal, and with which output layout? Written from the
+/// rule, not from the library's code: where a is shard<d>, b must be replicate and y is
+/// shard<d>; elsewhere zip's rule (optest::zip_legal) for a functor known to be `k`.
+bool legal(const sc::runtime_layout& a, const sc::runtime_layout& b, int d, const optest::known& k, sc::runtime_layout* out = nullptr) {
+  sc::runtime_layout a2 = a, b2 = b;
+  for (int i = 0; i < a.naxes; ++i)
+    if (a[i].kind == sc::placement_kind::shard && a[i].dim == d) {
+      if (b[i].kind != sc::placement_kind::replicate) return false;
+      a2[i] = b2[i] = pd::make_replicate();
     }
-    if (!(pa == pb)) return false;
-    if (pa.kind == sc::placement_kind::partial && (!linear || (pa.op != sc::reduce_op::sum && pa.op != sc::reduce_op::avg))) return false;
-  }
+  sc::runtime_layout y;
+  if (!optest::zip_legal(a2, b2, k, &y)) return false;
+  for (int i = 0; i < a.naxes; ++i)
+    if (a[i].kind == sc::placement_kind::shard && a[i].dim == d) y[i] = a[i];
+  if (out) *out = y;
   return true;
 }
 
@@ -55,7 +59,7 @@ TEST_CASE("broadcast_zip rule: every placement pair on 1- to 3-axis meshes match
         for (const pd& pb : ps)
           for (int d = 0; d < 3; ++d)
             for (int fill = 0; fill < 3; ++fill)
-              for (bool linear : {false, true}) {
+              for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none}) {
               // The other axes hold legal pairs: (R, R), (S(e), S(e)) for e != d, (S(d), R).
               const pd fa = fill == 0 ? pd::make_replicate() : fill == 1 ? pd::make_shard(d == 0 ? 1 : 0) : pd::make_shard(d);
               const pd fb = fill == 1 ? fa : pd::make_replicate();
@@ -64,10 +68,14 @@ TEST_CASE("broadcast_zip rule: every placement pair on 1- to 3-axis meshes match
               for (int i = 0; i < n; ++i) a[i] = fa, b[i] = fb;
               a[pos] = pa;
               b[pos] = pb;
-              const auto r = sc::detail::broadcast_rules(a, b, d, linear);
-              const bool want = legal(a, b, d, linear);
+              sc::detail::functor_props fp;
+              fp.linear = k.joint;
+              for (int i = 0; i < 2; ++i) fp.linear_in[i] = k.lin[i], fp.affine_in[i] = k.aff[i], fp.nondecreasing_in[i] = k.inc[i];
+              const auto r = sc::detail::broadcast_rules(a, b, d, fp);
+              sc::runtime_layout y;
+              const bool want = legal(a, b, d, k, &y);
               CHECK_MESSAGE((r.err == sc::detail::op_rule::ok) == want, sc::to_string(a), " / ", sc::to_string(b), " along ", d);
-              if (want) CHECK(r.out == a);
+              if (want) CHECK(r.out == y);
               if (!want && r.err != sc::detail::op_rule::ok) CHECK(r.axis == pos);
               ++checked;
             }
@@ -103,14 +111,16 @@ void with_dim(int d, G g) {
 /// Legal: the result matches the reference and the inputs are unchanged; illegal: a
 /// layout_error that names broadcast_zip.
 template <class T, std::size_t R, class Mesh, class F>
-std::string one_case(const Mesh& m, const sc::runtime_layout& la, const sc::runtime_layout& lb, int d, const std::array<std::int64_t, R>& e, F f) {
+std::string one_case(const Mesh& m, const sc::runtime_layout& la, const sc::runtime_layout& lb, int d, const std::array<std::int64_t, R>& e, F f,
+                     const optest::known& k) {
   auto eb = e;
   eb[d] = 1;
   const auto ga = optest::ints<T>(optest::volume(e), 1), gb = optest::ints<T>(optest::volume(eb), 2);
   const auto a = optest::make_terms(m, la, ga, e);
   const auto b = optest::make_terms(m, lb, gb, eb);
   const auto a0 = optest::local_copy(a), b0 = optest::local_copy(b);
-  const bool want = legal(la, lb, d, sc::is_linear_v<F>);
+  sc::runtime_layout ly;
+  const bool want = legal(la, lb, d, k, &ly);
   const std::string what = sc::to_string(la) + " / " + sc::to_string(lb) + " along " + std::to_string(d) + ": ";
   std::string err;
   with_dim<static_cast<int>(R)>(d, [&](auto dc) {
@@ -121,7 +131,8 @@ std::string one_case(const Mesh& m, const sc::runtime_layout& la, const sc::runt
         err = "accepted an illegal pair";
         return;
       }
-      err = optest::compare_global(y, reference(ga, gb, e, d, f));  // collective: legality is the same on every rank
+      if (!(y.layout() == ly)) err = "layout " + sc::to_string(y.layout()) + ", predicted " + sc::to_string(ly) + "; ";
+      err += optest::compare_global(y, reference(ga, gb, e, d, f));  // collective: legality is the same on every rank
     } catch (const sc::layout_error& ex) {
       if (want) err = std::string("refused a legal pair: ") + ex.what();
       else if (std::string(ex.what()).find("shardcast::broadcast_zip") == std::string::npos) err = std::string("message: ") + ex.what();
@@ -132,8 +143,9 @@ std::string one_case(const Mesh& m, const sc::runtime_layout& la, const sc::runt
 }
 
 /// Every layout of a (placements R, S(0..R-1), P(sum), P(avg), P(max)) with: every b layout
-/// (`all_b`), or the one it needs, a's own and all-replicate; every d; `sub` (linear) and
-/// `max` (not linear).
+/// (`all_b`), or the one it needs, a's own and all-replicate; every d; `sub` (linear;
+/// affine in both arguments, nondecreasing in the first), `mul` (linear in each argument)
+/// and `max` (none of these).
 template <class T, int N, std::size_t R>
 void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::int64_t, R>>& extents, bool all_b) {
   int nranks = 1;
@@ -153,8 +165,9 @@ void sweep(const std::array<int, N>& shape, const std::vector<std::array<std::in
             bs = {sc::detail::broadcast_layout_for(la, d), la, all_r};
           }
           for (const auto& lb : bs) {
-            f.add(one_case<T>(m, la, lb, d, e, sc::fn::sub));
-            f.add(one_case<T>(m, la, lb, d, e, optest::max_fn{}));
+            f.add(one_case<T>(m, la, lb, d, e, sc::fn::sub, optest::k_sub));
+            f.add(one_case<T>(m, la, lb, d, e, sc::fn::mul, optest::k_mul));
+            f.add(one_case<T>(m, la, lb, d, e, optest::max_fn{}, optest::k_none));
           }
         }
   });

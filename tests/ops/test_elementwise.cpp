@@ -40,6 +40,43 @@ constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwi
 //                                   R   S0  S1  S2  Ps  Pa  Pmax Pmin Pprod
 constexpr E map_nonlinear[9] = {ok, ok, ok, ok, NL, NL, NT, NT, NT};
 constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
+constexpr E map_nondecreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};
+constexpr E map_affine[9] = {ok, ok, ok, ok, NL, ok, NT, NT, NT};
+constexpr E map_identity[9] = {ok, ok, ok, ok, ok, ok, ok, ok, NT};
+
+/// The rule's view of a functor whose properties the test writes down by hand.
+constexpr sc::detail::functor_props props(const optest::known& k) {
+  sc::detail::functor_props p;
+  p.linear = k.joint;
+  for (int i = 0; i < 2; ++i) {
+    p.linear_in[i] = k.lin[i];
+    p.affine_in[i] = k.aff[i];
+    p.nondecreasing_in[i] = k.inc[i];
+  }
+  return p;
+}
+constexpr bool same_props(const sc::detail::functor_props& p, const optest::known& k) {
+  const auto q = props(k);
+  for (int i = 0; i < 2; ++i)
+    if (p.linear_in[i] != q.linear_in[i] || p.affine_in[i] != q.affine_in[i] || p.nondecreasing_in[i] != q.nondecreasing_in[i]) return false;
+  return p.linear == q.linear;
+}
+// The library's traits give the properties the tests write down for each functor.
+static_assert(same_props(sc::detail::props_of<sc::fn::add_fn, int, int>(), optest::k_add));
+static_assert(same_props(sc::detail::props_of<sc::fn::sub_fn, float, float>(), optest::k_sub));
+static_assert(same_props(sc::detail::props_of<sc::fn::mul_fn, int, int>(), optest::k_mul));
+static_assert(same_props(sc::detail::props_of<sc::fn::div_fn, double, double>(), optest::k_div_float));
+static_assert(same_props(sc::detail::props_of<sc::fn::div_fn, int, int>(), optest::k_none));  // integer division truncates
+static_assert(same_props(sc::detail::props_of<optest::max_fn, float, float>(), optest::k_none));
+inline constexpr auto ratio = [](auto n, auto d) { return n / (d + d); };
+// Wrappers add their property and keep the wrapped functor's.
+static_assert(same_props(sc::detail::props_of<decltype(sc::fn::linear_in<0>(ratio)), float, float>(),
+                         optest::known{false, {true, false}, {true, false}, {false, false}}));
+static_assert(same_props(sc::detail::props_of<decltype(sc::fn::nondecreasing_in<1>(sc::fn::affine_in<0>(ratio))), int, int>(),
+                         optest::known{false, {false, false}, {true, false}, {false, true}}));
+static_assert(same_props(sc::detail::props_of<decltype(sc::fn::affine_in<1>(sc::fn::mul)), int, int>(), optest::k_mul));
+static_assert(sc::is_linear_v<decltype(sc::fn::nondecreasing_in<0>(sc::fn::linear(ratio)))>);
+static_assert(sc::fn::linear_in<0>(ratio)(6.0, 1.5) == 2.0 && sc::fn::nondecreasing_in<1>(sc::fn::sub)(5, 2) == 3);
 // bias placement x needs on an axis (rank-3 x): -1 means x's placement refuses any bias.
 constexpr int bias_needs[9] = {0, 0, 0, 1, -1, -1, -1, -1, -1};  // index into P9: R or S0
 
@@ -63,10 +100,14 @@ constexpr bool map_table() {
       for (int i = 0; i < 9; ++i)
         for (pd fill : {pd::make_replicate(), pd::make_shard(1)}) {
           const auto x = at(n, pos, P9[i], fill);
-          if (!verdict_is(sc::detail::map_rules(x, false), map_nonlinear[i], pos, x)) return false;
-          if (!verdict_is(sc::detail::map_rules(x, true), map_linear[i], pos, x)) return false;
-          // scale is linear: its functor type says so
-          if (!verdict_is(sc::detail::map_rules(x, sc::is_linear_v<sc::fn::scale_fn<float>>), map_linear[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::gelu_fn, float>()), map_nonlinear[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::scale_fn<float>, float>()), map_linear[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::relu_fn, int>()), map_nondecreasing[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::exp_fn, float>()), map_nondecreasing[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<decltype(sc::fn::affine_in<0>(sc::fn::gelu)), float>()), map_affine[i],
+                          pos, x))
+            return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::identity_fn, float>()), map_identity[i], pos, x)) return false;
         }
   return true;
 }
@@ -78,12 +119,18 @@ constexpr bool zip_table() {
         for (int j = 0; j < 9; ++j)
           for (pd fill : {pd::make_replicate(), pd::make_shard(2)}) {
             const auto a = at(n, pos, P9[i], fill), b = at(n, pos, P9[j], fill);
-            // add/sub (linear) and mul (not linear): equal placements only, partial<sum|avg> only when linear
-            const E add_want = i == j ? map_linear[i] : E::layouts_differ;
-            const E mul_want = i == j ? map_nonlinear[i] : E::layouts_differ;
-            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::add_fn>), add_want, pos, a)) return false;
-            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::sub_fn>), add_want, pos, a)) return false;
-            if (!verdict_is(sc::detail::zip_rules(a, b, sc::is_linear_v<sc::fn::mul_fn>), mul_want, pos, a)) return false;
+            // Which error an illegal pair gets: equal placements fail as a map would (not
+            // linear, or not combinable term by term); a partial next to replicate fails
+            // for the functor's lack of a property; anything else for the placements.
+            const bool one_replicate = (i == 0 && P9[j].is_partial()) || (j == 0 && P9[i].is_partial());
+            for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none}) {
+              sc::runtime_layout y;
+              const bool legal = optest::zip_legal(a, b, k, &y);
+              const E fail = i == j ? (P9[i].op == sc::reduce_op::sum || P9[i].op == sc::reduce_op::avg ? NL : NT)
+                             : one_replicate ? E::partial_with_replicate
+                                             : E::layouts_differ;
+              if (!verdict_is(sc::detail::zip_rules(a, b, props(k)), legal ? ok : fail, pos, y)) return false;
+            }
             // mul(x, s) with a rank-0 s: s must be replicate; x like a linear map
             const E smul_want = j != 0 ? E::scalar_not_replicated : map_linear[i];
             if (!verdict_is(sc::detail::scalar_mul_rules(a, at(n, pos, P9[j], pd::make_replicate())), smul_want, pos, a)) return false;
@@ -109,6 +156,18 @@ constexpr bool bias_table() {
 
 static_assert(map_table());
 static_assert(zip_table());
+// Over two axes: the product of a partial<sum> on one axis and a partial<sum> on the other
+// (each operand replicate where the other is partial) is partial<sum> on both, as
+// sum_i sum_j a_i b_j = (sum_i a_i)(sum_j b_j); a result that would be partial<avg> on one
+// axis and partial<max> on another is refused on the second.
+static_assert([] {
+  const sc::runtime_layout sr{pd::make_partial(sc::reduce_op::sum), pd::make_replicate()}, rs{pd::make_replicate(), pd::make_partial(sc::reduce_op::sum)};
+  const sc::runtime_layout ss{pd::make_partial(sc::reduce_op::sum), pd::make_partial(sc::reduce_op::sum)};
+  const sc::runtime_layout ar{pd::make_partial(sc::reduce_op::avg), pd::make_replicate()}, rm{pd::make_replicate(), pd::make_partial(sc::reduce_op::max)};
+  return verdict_is(sc::detail::zip_rules(sr, rs, props(optest::k_mul)), ok, 0, ss) &&
+         verdict_is(sc::detail::zip_rules(ar, rm, props(optest::k_add)), E::mixed_partials, 1, ar) &&
+         verdict_is(sc::detail::zip_rules(rm, ar, props(optest::k_add)), E::mixed_partials, 1, ar) && !optest::zip_legal(ar, rm, optest::k_add);
+}());
 static_assert(bias_table());
 
 // The linearity trait.
@@ -142,6 +201,14 @@ constexpr bool zip_types() {
 static_assert(zip_types<R, sc::fn::mul_fn>() && zip_types<S0, sc::fn::mul_fn>() && zip_types<S1, sc::fn::mul_fn>() &&
               zip_types<S2, sc::fn::add_fn>() && zip_types<Ps, sc::fn::add_fn>() && zip_types<Pa, sc::fn::sub_fn>() &&
               zip_types<Ps, sc::fn::linear_fn<sc::fn::mul_fn>>());
+
+// One operand partial, the other replicate: the output takes the partial.
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<R, S0>, sc::layout<Ps, S0>, sc::fn::mul_fn>, sc::layout<Ps, S0>>);
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<Ps, R>, sc::layout<R, Ps>, sc::fn::mul_fn>, sc::layout<Ps, Ps>>);
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<S1, Pa>, sc::layout<S1, R>, sc::fn::div_fn, double>, sc::layout<S1, Pa>>);
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<Pm, S0>, sc::layout<R, S0>, sc::fn::sub_fn>, sc::layout<Pm, S0>>);
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<R>, sc::layout<Pa>, sc::fn::sub_fn>, sc::layout<Pa>>);
+static_assert(std::is_same_v<sc::map_layout_t<sc::layout<Pm, S0>, sc::fn::exp_fn>, sc::layout<Pm, S0>>);
 
 static_assert(std::is_same_v<sc::bias_layout_t<sc::layout<S0, S1>, 2>, sc::layout<R, S0>>);
 static_assert(std::is_same_v<sc::bias_layout_t<sc::layout<S2, R, S0>, 3>, sc::layout<S0, R, R>>);
@@ -209,7 +276,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
           }
         }
       };
-      check("map relu", !partial, [&] { return sc::map(x, sc::fn::relu); }, r_relu);
+      check("map relu", optest::only_max_min_partials(l), [&] { return sc::map(x, sc::fn::relu); }, r_relu);
       check("scale 3", additive, [&] { return sc::scale(x, 3); }, r_scale);
       check("map linear", additive, [&] { return sc::map(x, sc::fn::linear([](T v) { return static_cast<T>(v + v); })); }, r_twice);
       check("map twice (not marked linear)", !partial, [&] { return sc::map(x, [](T v) { return static_cast<T>(v + v); }); }, r_twice);
@@ -226,7 +293,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       const auto& other = ls[(li + 1) % ls.size()];
       if (!(other == l)) {
         const auto z = sc::distribute(m, other, b, e);
-        check("add of unequal layouts", false, [&] { return sc::add(x, z); }, r_add);
+        check("add of unequal layouts", optest::zip_legal(l, other, optest::k_add), [&] { return sc::add(x, z); }, r_add);
       }
       const auto wrong_bias = sc::distribute(m, l[0].is_shard(1) ? all_r : sc::runtime_layout(at(N, 0, pd::make_shard(0), pd::make_replicate())),
                                              bias, std::array<std::int64_t, 1>{e[1]});
@@ -281,7 +348,126 @@ void static_layout(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
   for (auto& s : f.list) FAIL_CHECK(s);
   CHECK(f.list.empty());
 }
+// zip of operands with different layouts: every pair of layouts built from R, S(0), S(1)
+// and the partials `ops` on a mesh of shape `shape`, for add, sub, mul, div, a functor
+// with no declared property and one wrapped as affine and nondecreasing in both
+// arguments. optest::zip_legal (the rule, written down in the test) says whether a pair is
+// legal and what the output layout is: a legal pair must give that layout and the
+// single-rank reference, an illegal one layout_error on every rank. Partial operands hold
+// terms that differ from rank to rank; b's values are never 0 (it divides).
+template <class T, int N>
+void mixed_pairs(std::array<int, N> shape, std::array<std::int64_t, 2> e, std::initializer_list<sc::reduce_op> ops) {
+  INFO("mesh " << optest::shape_name<N>(shape) << " extents " << e[0] << "x" << e[1]);
+  int nranks = 1;
+  for (int s : shape) nranks *= s;
+  const std::int64_t n = e[0] * e[1];
+  const auto ga = optest::ints<T>(n, 1), gb = optest::units<T>(n, 2);
+  const auto ls = optest::layouts(optest::placements(2, ops), N);
+  constexpr bool fp = std::is_floating_point_v<T>;
+  const auto twice_plus = sc::fn::affine_in<0>(sc::fn::affine_in<1>(sc::fn::nondecreasing_in<0>(sc::fn::nondecreasing_in<1>(
+      [](T u, T v) { return static_cast<T>(u + u + v); }))));
+  constexpr optest::known k_twice_plus{false, {false, false}, {true, true}, {true, true}};
+  optest::failures f;
+  int legal_count = 0;
+  sc::host::run(nranks, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, shape);
+    std::vector<sc::dtensor<T, 2, sc::dynamic_layout, decltype(m)>> xs, ys;
+    for (const auto& l : ls) {
+      xs.push_back(optest::make_terms(m, l, ga, e));
+      ys.push_back(optest::make_terms(m, l, gb, e));
+    }
+    int legal_here = 0;
+    for (std::size_t i = 0; i < ls.size(); ++i)
+      for (std::size_t j = 0; j < ls.size(); ++j) {
+        const auto &x = xs[i], &y = ys[j];
+        const auto x0 = optest::local_copy(x), y0 = optest::local_copy(y);
+        auto one = [&](const char* what, const optest::known& k, auto&& op, auto g) {
+          const std::string pair = std::string(what) + " of " + sc::to_string(ls[i]) + " and " + sc::to_string(ls[j]) + ": ";
+          sc::runtime_layout want;
+          const bool legal = optest::zip_legal(ls[i], ls[j], k, &want);
+          try {
+            auto z = op();
+            if (!legal) return f.add(comm.rank(), pair + "accepted an illegal pair");
+            ++legal_here;
+            if (!(z.layout() == want)) f.add(comm.rank(), pair + "layout " + sc::to_string(z.layout()) + ", predicted " + sc::to_string(want));
+            const std::string err = optest::compare_global(z, each2(ga, gb, g), fp ? 1e-12 : 0);
+            if (!err.empty()) f.add(comm.rank(), pair + err);
+          } catch (const sc::layout_error& ex) {
+            if (legal) f.add(comm.rank(), pair + "refused a legal pair: " + ex.what());
+          }
+        };
+        one("add", optest::k_add, [&] { return sc::add(x, y); }, [](T u, T v) { return static_cast<T>(u + v); });
+        one("sub", optest::k_sub, [&] { return sc::sub(x, y); }, [](T u, T v) { return static_cast<T>(u - v); });
+        one("mul", optest::k_mul, [&] { return sc::mul(x, y); }, [](T u, T v) { return static_cast<T>(u * v); });
+        one("div", fp ? optest::k_div_float : optest::k_none, [&] { return sc::zip(x, y, sc::fn::div); },
+            [](T u, T v) { return static_cast<T>(u / v); });
+        one("max", optest::k_none, [&] { return sc::zip(x, y, optest::max_fn{}); }, optest::max_fn{});
+        one("2u + v", k_twice_plus, [&] { return sc::zip(x, y, twice_plus); }, [](T u, T v) { return static_cast<T>(u + u + v); });
+        if (optest::local_copy(x) != x0 || optest::local_copy(y) != y0)
+          f.add(comm.rank(), "an input changed: " + sc::to_string(ls[i]) + ", " + sc::to_string(ls[j]));
+      }
+    if (comm.rank() == 0) legal_count = legal_here;
+  });
+  f.report();
+  CHECK(legal_count > 0);
+}
+
 }  // namespace
+
+TEST_CASE_TEMPLATE("zip of different layouts: one operand partial, the other replicate (1-axis meshes)", T, int, double) {
+  using sc::reduce_op;
+  for (int r : {1, 2, 3, 5}) mixed_pairs<T, 1>({r}, {3, 4}, {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::prod});
+  mixed_pairs<T, 1>({4}, {2, 3}, {reduce_op::sum, reduce_op::max});  // empty pieces
+}
+
+TEST_CASE_TEMPLATE("zip of different layouts: one operand partial, the other replicate (2- and 3-axis meshes)", T, std::int64_t, float) {
+  using sc::reduce_op;
+  mixed_pairs<T, 2>({2, 2}, {3, 5}, {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min});
+  mixed_pairs<T, 2>({3, 2}, {4, 3}, {reduce_op::sum, reduce_op::max});
+  mixed_pairs<T, 3>({2, 1, 2}, {2, 3}, {reduce_op::sum, reduce_op::avg});
+}
+
+TEST_CASE("zip of a partial and a replicated operand through the compile-time API, operands given up") {
+  optest::failures f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    const std::array<std::int64_t, 2> e{5, 3};
+    const auto ga = optest::ints<double>(15, 1), gb = optest::units<double>(15, 2);
+    using LP = sc::layout<Ps, S0>;
+    using LR = sc::layout<R, S0>;
+    const auto p = optest::as_static<LP>(optest::make_terms(m, LP::desc, ga, e));
+    const auto r = sc::distribute<LR>(m, gb, e);
+    const auto prod = each2(ga, gb, [](double u, double v) { return u * v; });
+    const auto quot = each2(ga, gb, [](double u, double v) { return u / v; });
+    auto y1 = sc::mul(r, p);
+    static_assert(std::is_same_v<decltype(y1)::layout_type, LP>);
+    f.add(comm.rank(), optest::compare_global(y1, prod));
+    auto y2 = sc::zip(p, r, sc::fn::div);
+    static_assert(std::is_same_v<decltype(y2)::layout_type, LP>);
+    f.add(comm.rank(), optest::compare_global(y2, quot));
+    {  // the replicated operand given up, owned alone: the partial product goes over its piece
+      auto rr = sc::distribute<LR>(m, gb, e);
+      const double* const old = rr.data();
+      auto y = sc::mul(std::move(rr), p);
+      static_assert(std::is_same_v<decltype(y)::layout_type, LP>);
+      if (y.local_size() > 0 && y.data() != old) f.add(comm.rank(), "mul(given-up replicate, partial): new storage");
+      f.add(comm.rank(), sc::testing::check_emptied(rr));
+      f.add(comm.rank(), optest::compare_global(y, prod));
+    }
+    {  // the partial operand given up: the quotient goes over its piece, the terms divided one by one
+      auto pp = optest::as_static<LP>(optest::make_terms(m, LP::desc, ga, e));
+      const double* const old = pp.data();
+      auto y = sc::zip(std::move(pp), r, sc::fn::div);
+      if (y.local_size() > 0 && y.data() != old) f.add(comm.rank(), "zip(given-up partial, replicate): new storage");
+      f.add(comm.rank(), sc::testing::check_emptied(pp));
+      f.add(comm.rank(), optest::compare_global(y, quot));
+    }
+    // a row-parallel output (partial<sum>) scaled by a replicated per-element gate, then reduced
+    auto g = sc::redistribute<sc::layout<R, S0>>(sc::mul(p, r));
+    f.add(comm.rank(), optest::compare_global(g, prod));
+  });
+  f.report();
+}
 
 TEST_CASE("elementwise rule tables hold at run time too") {
   CHECK(map_table());

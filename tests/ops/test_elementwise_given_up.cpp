@@ -95,6 +95,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
     for (const auto& l : ls) {
       const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
       const auto bt = sc::distribute(m, sc::detail::bias_layout_for(l, 2), bias, std::array<std::int64_t, 1>{e[1]});
+      const auto yr = sc::distribute(m, all_r, b, e);  // b replicated: legal with a partial z when the functor commutes
       const auto piece = optest::local_copy(x);
       const bool partial = optest::has_partial(l), additive = optest::only_additive_partials(l);
       // `op` takes the given-up operand (D&&); `same_type`: its result has element type T.
@@ -126,7 +127,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
           if (fm == form::view && buf != piece) f.add(where + "the viewed memory changed");
         }
       };
-      check("map relu", !partial, true, [&](D&& z) { return sc::map(std::move(z), sc::fn::relu); }, r_relu);
+      check("map relu", optest::only_max_min_partials(l), true, [&](D&& z) { return sc::map(std::move(z), sc::fn::relu); }, r_relu);
       check("map to another type", !partial, false, [&](D&& z) { return sc::map(std::move(z), [](T v) { return static_cast<U>(v) * U(0.5); }); },
             r_half);
       check("scale 3", additive, true, [&](D&& z) { return sc::scale(std::move(z), 3); }, r_scale);
@@ -142,6 +143,10 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
       check("sub, second operand", additive, true, [&](D&& z) { return sc::sub(y, std::move(z)); }, r_rsub);
       check("mul, second operand", !partial, true, [&](D&& z) { return sc::mul(y, std::move(z)); }, r_mul);
       check("zip max, second operand", !partial, true, [&](D&& z) { return sc::zip(y, std::move(z), optest::max_fn{}); }, r_max);
+      // The other operand replicated: z's partial axes stay partial where the functor commutes.
+      check("mul by a replicated b", optest::zip_legal(l, all_r, optest::k_mul), true, [&](D&& z) { return sc::mul(std::move(z), yr); }, r_mul);
+      check("replicated b times", optest::zip_legal(all_r, l, optest::k_mul), true, [&](D&& z) { return sc::mul(yr, std::move(z)); }, r_mul);
+      check("add a replicated b", optest::zip_legal(l, all_r, optest::k_add), true, [&](D&& z) { return sc::add(std::move(z), yr); }, r_add);
       // Both given up: the first takes the result when it can, else the second (owned alone
       // here, so the check only asks that the first's memory is not written when shared).
       check("add, both given up", additive, true, [&](D&& z) { return sc::add(std::move(z), own_copy(y)); }, r_add);

@@ -6,10 +6,13 @@
 /// cross-entropy out of reductions: `x - max(x)` along the rows, `e / sum(e)`, with x
 /// sharded along the reduced dim or not.
 ///
-/// Layout rule, per mesh axis (a's placement pa, b's pb); y has a's layout:
-/// - pa = shard<D>: pb must be replicate (every rank needs the whole of b's slice);
-/// - otherwise pb must equal pa, and on partial<sum|avg> f must be linear, as for zip
-///   (partial<max|min|prod> is refused).
+/// Layout rule, per mesh axis (a's placement pa, b's pb):
+/// - pa = shard<D>: pb must be replicate (every rank needs the whole of b's slice); y is
+///   shard<D>;
+/// - otherwise zip's rule: pb equal to pa (on partial<sum|avg> f linear in (a, b)
+///   jointly), or one of them partial and the other replicate, f commuting with that
+///   partial in its operand (linear for partial<sum>, affine for partial<avg>,
+///   nondecreasing for partial<max|min>; see is_linear_in); y has pa, or the partial one.
 /// `broadcast_layout_t<LA, D>` is the layout b needs for a of layout LA. Illegal static
 /// layouts fail to compile with an error that names the mesh axis and both placements;
 /// dynamic ones throw layout_error.
@@ -44,13 +47,14 @@ constexpr placement_desc broadcast_placement_for(const placement_desc& a, int d)
 }
 
 /// broadcast_zip<D>(a, b, f) on one axis.
-constexpr axis_rule broadcast_axis_rule(const placement_desc& a, const placement_desc& b, int d, bool linear) {
-  if (!(b == broadcast_placement_for(a, d))) return {op_rule::broadcast_placement, a};
-  return map_axis_rule(a, linear);
+constexpr axis_rule broadcast_axis_rule(const placement_desc& a, const placement_desc& b, int d, const functor_props& f) {
+  if (a.is_shard(d)) return b.is_replicate() ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::broadcast_placement, a};
+  const axis_rule r = zip_axis_rule(a, b, f);
+  return r.err == op_rule::layouts_differ ? axis_rule{op_rule::broadcast_placement, a} : r;
 }
 
-constexpr layout_rule broadcast_rules(const runtime_layout& a, const runtime_layout& b, int d, bool linear) {
-  return fold_axes(a.naxes, [&](int i) { return broadcast_axis_rule(a[i], b[i], d, linear); });
+constexpr layout_rule broadcast_rules(const runtime_layout& a, const runtime_layout& b, int d, const functor_props& f) {
+  return no_mixed_partials(fold_axes(a.naxes, [&](int i) { return broadcast_axis_rule(a[i], b[i], d, f); }));
 }
 
 constexpr runtime_layout broadcast_layout_for(const runtime_layout& a, int d) {
@@ -65,7 +69,8 @@ struct broadcast_zip_operand_placement_on_mesh_axis {
   static_assert(!std::is_same_v<PA, PA>,
                 "shardcast::broadcast_zip<D>: b's placement does not fit a's on the mesh axis named in "
                 "broadcast_zip_operand_placement_on_mesh_axis<Axis, PA, PB>: where a is shard<D> (the dim b is broadcast "
-                "along) b must be replicate, and elsewhere b must have a's placement. Redistribute b first: "
+                "along) b must be replicate, and elsewhere b must have a's placement (or one of them partial and the other "
+                "replicate, for a functor that commutes with the partial). Redistribute b first: "
                 "b2 = redistribute<broadcast_layout_t<typename decltype(a)::layout_type, D>>(b).");
 };
 template <int Axis, class PA, class PB, class F>
@@ -79,18 +84,21 @@ struct elementwise_error<op_rule::broadcast_placement, Axis, PA, PB, F> : broadc
 template <class LA, int D>
 using broadcast_layout_t = typename detail::layout_from<detail::broadcast_layout_for(LA::desc, D)>::type;
 
-/// The layout of broadcast_zip<D>(a, b, f) for layouts LA and LB: LA when legal (an error
-/// names the mesh axis otherwise).
-template <class LA, class LB, int D, class F>
+/// The layout of broadcast_zip<D>(a, b, f) for layouts LA and LB: LA, except on the axes
+/// where b is partial and a replicate, which are b's partial (an error names the mesh axis
+/// when illegal).
+/// @tparam TA, TB the element types (they matter only for fn::div, which is not linear on integers)
+template <class LA, class LB, int D, class F, class TA = float, class TB = TA>
 struct broadcast_zip_layout {
   static_assert(layout_type<LA> && layout_type<LB>, "shardcast::broadcast_zip_layout: LA and LB must be compile-time layouts layout<P...>.");
   static_assert(LA::naxes == LB::naxes,
                 "shardcast::broadcast_zip: the operands' layouts have different numbers of mesh axes; both must live on the same mesh.");
-  using type = typename detail::checked_layout<detail::broadcast_rules(LA::desc, LB::desc, D, is_linear_v<F>), LA, LB, F>::type;
+  using type =
+      typename detail::checked_layout<detail::broadcast_rules(LA::desc, LB::desc, D, detail::props_of<F, TA, TB>()), LA, LB, F>::type;
 };
-/// Shorthand for broadcast_zip_layout<LA, LB, D, F>::type.
-template <class LA, class LB, int D, class F>
-using broadcast_zip_layout_t = typename broadcast_zip_layout<LA, LB, D, F>::type;
+/// Shorthand for broadcast_zip_layout<LA, LB, D, F, TA, TB>::type.
+template <class LA, class LB, int D, class F, class TA = float, class TB = TA>
+using broadcast_zip_layout_t = typename broadcast_zip_layout<LA, LB, D, F, TA, TB>::type;
 
 namespace detail {
 
@@ -110,7 +118,7 @@ auto broadcast_zip_impl(XA& a, XB& b, F f, typename XA::mesh_type::stream_type s
   constexpr const char* who = "shardcast::broadcast_zip";
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, broadcast_zip_layout<LA, LB, D, F>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, broadcast_zip_layout<LA, LB, D, F, TA, TB>>::type;
   expect_same_mesh(who, a.mesh(), b.mesh());
   auto want = a.global_extents();
   want[D] = 1;
@@ -118,11 +126,13 @@ auto broadcast_zip_impl(XA& a, XB& b, F f, typename XA::mesh_type::stream_type s
     throw layout_error(std::string(who) + ": a has global extents " + describe_extents(a.global_extents()) + " and b has " +
                        describe_extents(b.global_extents()) + "; b must have a's extents with 1 on dim " + std::to_string(D) + ", " +
                        describe_extents(want) + " (reduce<" + std::to_string(D) + ", Op, keep_dim> gives that)");
-  runtime_layout ly = a.layout();
+  runtime_layout ly;
   if constexpr (dyn) {
-    const layout_rule r = broadcast_rules(a.layout(), b.layout(), D, is_linear_v<F>);
+    const layout_rule r = broadcast_rules(a.layout(), b.layout(), D, props_of<F, TA, TB>());
     expect_legal(who, r, a.layout(), b.layout());
     ly = r.out;
+  } else {
+    ly = runtime_layout(LY::desc);
   }
   const box &ba = a.local_box(), &bb = b.local_box();
   bool aligned = bb.off[D] == 0 && bb.ext[D] == 1;
@@ -150,13 +160,15 @@ auto broadcast_zip_impl(XA& a, XB& b, F f, typename XA::mesh_type::stream_type s
 /// y = f(a, b) elementwise with b broadcast along tensor dim D: y[i0, ..., iD, ...] =
 /// f(a[i0, ..., iD, ...], b[i0, ..., 0, ...]). b has a's rank and global extents except
 /// extent 1 on D (as `reduce<D, Op, keep_dim>(x)` returns). See the file comment for the
-/// layout rule; y has a's layout and element type zip_result_t<TA, TB, F>.
+/// layout rule; y has a's layout (or b's partial where a is replicate) and element type
+/// zip_result_t<TA, TB, F>.
 /// @tparam D the dim of a along which b is broadcast
 /// @param a kept or given up: a given-up a is left empty, and y is written over its piece
 ///        when a owns its storage alone, f returns TA and b's piece does not overlap it
 ///        (see zip with given-up operands); a given-up b is left empty
 /// @param b the broadcast operand
-/// @param f functor callable as f(TA, TB); on partial<sum|avg> axes it must be linear
+/// @param f functor callable as f(TA, TB); on partial axes it must commute with the partial
+///        (see the file comment)
 /// @param s stream for device meshes
 /// @throws layout_error if the meshes or extents do not fit, or (dynamic layouts) if the
 ///         layouts are not legal

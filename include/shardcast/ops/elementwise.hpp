@@ -9,8 +9,11 @@
 /// |---------------------|----------------------------|-----------------|------------------|
 /// | map(x, f)           | replicate, shard<d>        |                 | same as x        |
 /// | map(x, f)           | partial<sum\|avg>          |                 | same, f linear   |
+/// | map(x, f)           | partial<max\|min>          |                 | same, f nondecr. |
 /// | zip(a, b, f)        | replicate, shard<d>        | equal to a      | same as a        |
 /// | zip(a, b, f)        | partial<sum\|avg>          | equal to a      | same, f linear   |
+/// | zip(a, b, f)        | partial<Op>                | replicate       | partial<Op>, (*) |
+/// | zip(a, b, f)        | replicate                  | partial<Op>     | partial<Op>, (*) |
 /// | mul(x, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> | replicate | same as x |
 /// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
 /// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
@@ -18,7 +21,10 @@
 /// A functor is *linear* when `is_linear_v<F>` holds: `fn::identity`, `fn::scale(s)`,
 /// `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear functors
 /// commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
-/// `mul`, `gelu`, `relu`, `silu` are not. Every other case is a compile error naming the
+/// `mul`, `gelu`, `relu`, `silu` are not. (*): f must commute with Op in the partial operand,
+/// the other held fixed: linear in it for sum (fn::mul, fn::div's numerator), affine for avg
+/// (also fn::add, fn::sub), nondecreasing for max/min (fn::add, fn::sub's first operand);
+/// see is_linear_in, is_affine_in, is_nondecreasing_in. Every other case is a compile error naming the
 /// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
 /// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
 /// partial<max|min|prod> is never combined term by term: redistribute it first.
@@ -103,21 +109,50 @@ struct elementwise_exec<host_memory> {
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
-// Linearity trait
+// Functor properties the layout rules read: linearity, and how each argument commutes with
+// a partial reduction when the other argument is the same on every rank.
 // ---------------------------------------------------------------------------------------
 
 namespace fn {
-/// Marks a functor as linear for the layout rules: `f(a + b) = f(a) + f(b)` and
-/// `f(c a) = c f(a)` (for binary functors, jointly in both arguments). Calls `f` unchanged.
+/// The properties a functor can be marked with (see fn::marked).
+namespace property {
+struct linear;  ///< linear (a binary functor: jointly in both arguments)
+template <int I>
+struct linear_in;  ///< linear in argument I with the other one fixed
+template <int I>
+struct affine_in;  ///< affine in argument I with the other one fixed
+template <int I>
+struct nondecreasing_in;  ///< nondecreasing in argument I with the other one fixed
+}  // namespace property
+
+/// Functor F marked with property P for the layout rules (what fn::linear, fn::linear_in,
+/// fn::affine_in and fn::nondecreasing_in return). Calls `f` unchanged and keeps the
+/// properties of F, so marks stack.
+/// @tparam P a property from fn::property
 /// @tparam F the wrapped functor
-template <class F>
-struct linear_fn {
+template <class P, class F>
+struct marked {
+  using wrapped_functor = F;
   F f;
   template <class... A>
   SHARDCAST_HOST_DEVICE constexpr auto operator()(const A&... a) const -> decltype(f(a...)) {
     return f(a...);
   }
 };
+/// F marked linear: `f(a + b) = f(a) + f(b)` and `f(c a) = c f(a)` (for binary functors,
+/// jointly in both arguments).
+template <class F>
+using linear_fn = marked<property::linear, F>;
+/// F marked linear in argument I (0 or 1) with the other fixed: f(x1 + x2, b) = f(x1, b) + f(x2, b) for I = 0.
+template <int I, class F>
+using linear_in_fn = marked<property::linear_in<I>, F>;
+/// F marked affine in argument I with the other fixed: f(x, b) = g(b) x + h(b) for I = 0 (linear ones are).
+template <int I, class F>
+using affine_in_fn = marked<property::affine_in<I>, F>;
+/// F marked nondecreasing in argument I with the other fixed: x1 <= x2 implies f(x1, b) <= f(x2, b) for I = 0.
+template <int I, class F>
+using nondecreasing_in_fn = marked<property::nondecreasing_in<I>, F>;
+
 /// Wraps `f` so that `map`/`zip` accept it on partial<sum|avg> axes. The library cannot
 /// check the claim: an affine map (`2 * x + 1`) marked linear gives wrong results there.
 /// @code
@@ -127,7 +162,42 @@ template <class F>
 SHARDCAST_HOST_DEVICE constexpr linear_fn<F> linear(F f) {
   return linear_fn<F>{f};
 }
+/// Wraps `f` as linear in argument I: zip then takes a partial<sum|avg> operand I with a
+/// replicated other operand on a mesh axis. Wrappers stack: `fn::affine_in<1>(fn::linear_in<0>(f))`.
+/// The library cannot check the claim.
+/// @code
+///   auto ratio = sc::fn::linear_in<0>([](float n, float d) { return n / (d + 1e-6f); });
+///   auto y = sc::zip(p /* partial<sum> */, d /* replicate */, ratio);  // partial<sum>
+/// @endcode
+template <int I, class F>
+SHARDCAST_HOST_DEVICE constexpr linear_in_fn<I, F> linear_in(F f) {
+  static_assert(I == 0 || I == 1, "shardcast::fn::linear_in<I>: I is the argument index, 0 or 1.");
+  return linear_in_fn<I, F>{f};
+}
+/// Wraps `f` as affine in argument I: zip then takes a partial<avg> operand I with a
+/// replicated other operand (map: a partial<avg> x, with I = 0).
+template <int I, class F>
+SHARDCAST_HOST_DEVICE constexpr affine_in_fn<I, F> affine_in(F f) {
+  static_assert(I == 0 || I == 1, "shardcast::fn::affine_in<I>: I is the argument index, 0 or 1.");
+  return affine_in_fn<I, F>{f};
+}
+/// Wraps `f` as nondecreasing in argument I: zip then takes a partial<max|min> operand I
+/// with a replicated other operand (map: a partial<max|min> x, with I = 0).
+template <int I, class F>
+SHARDCAST_HOST_DEVICE constexpr nondecreasing_in_fn<I, F> nondecreasing_in(F f) {
+  static_assert(I == 0 || I == 1, "shardcast::fn::nondecreasing_in<I>: I is the argument index, 0 or 1.");
+  return nondecreasing_in_fn<I, F>{f};
+}
 }  // namespace fn
+
+namespace detail {
+/// Trait<F::wrapped_functor, I...> for a wrapper F (fn::linear, fn::linear_in, ...), false otherwise:
+/// a wrapper keeps the properties of what it wraps.
+template <template <class, int> class Trait, class F, int I, class = void>
+struct wrapped_has : std::false_type {};
+template <template <class, int> class Trait, class F, int I>
+struct wrapped_has<Trait, F, I, std::void_t<typename F::wrapped_functor>> : Trait<typename F::wrapped_functor, I> {};
+}  // namespace detail
 
 /// Whether functor `F` is linear (see fn::linear). Specialise it for your own functor
 /// types: `template <> struct shardcast::is_linear<my_fn> : std::true_type {};`
@@ -142,11 +212,70 @@ template <>
 struct is_linear<fn::add_fn> : std::true_type {};
 template <>
 struct is_linear<fn::sub_fn> : std::true_type {};
+template <class P, class F>
+struct is_linear<fn::marked<P, F>> : is_linear<F> {};
 template <class F>
 struct is_linear<fn::linear_fn<F>> : std::true_type {};
 /// is_linear<F>::value for the unqualified F.
 template <class F>
 inline constexpr bool is_linear_v = is_linear<std::remove_cvref_t<F>>::value;
+
+/// Whether binary functor `F` is linear in its argument I (0 or 1) with the other one fixed:
+/// fn::mul in both, fn::div in its numerator (I = 0; with floating-point operands only, as
+/// integer division truncates). zip(a, b, f) with a partial<sum|avg> on a mesh axis where b
+/// is replicate needs it for I = 0 (and for I = 1 the other way round). Specialise it for
+/// your own types (`template <> struct shardcast::is_linear_in<my_fn, 0> : std::true_type {};`)
+/// or wrap with fn::linear_in<I>(f).
+template <class F, int I>
+struct is_linear_in : detail::wrapped_has<is_linear_in, F, I> {};
+template <int I>
+struct is_linear_in<fn::mul_fn, I> : std::true_type {};
+template <>
+struct is_linear_in<fn::div_fn, 0> : std::true_type {};
+template <int I, class F>
+struct is_linear_in<fn::linear_in_fn<I, F>, I> : std::true_type {};
+/// is_linear_in<F, I>::value for the unqualified F.
+template <class F, int I>
+inline constexpr bool is_linear_in_v = is_linear_in<std::remove_cvref_t<F>, I>::value;
+
+/// Whether functor `F` is affine in its argument I with the other one fixed (a partial<avg>
+/// operand, whose terms' weights sum to 1, goes through it term by term): every functor
+/// linear in I, fn::add and fn::sub in both. Specialise it or wrap with fn::affine_in<I>(f).
+template <class F, int I>
+struct is_affine_in : std::bool_constant<is_linear_in<F, I>::value || detail::wrapped_has<is_affine_in, F, I>::value> {};
+template <int I>
+struct is_affine_in<fn::add_fn, I> : std::true_type {};
+template <int I>
+struct is_affine_in<fn::sub_fn, I> : std::true_type {};
+template <int I, class F>
+struct is_affine_in<fn::affine_in_fn<I, F>, I> : std::true_type {};
+/// is_affine_in<F, I>::value for the unqualified F.
+template <class F, int I>
+inline constexpr bool is_affine_in_v = is_affine_in<std::remove_cvref_t<F>, I>::value;
+
+/// Whether functor `F` is nondecreasing in its argument I with the other one fixed, so that
+/// it keeps a partial<max|min> operand (f(max(x1, x2)) = max(f(x1), f(x2))): fn::add in
+/// both, fn::sub in its first, and the maps fn::identity, fn::relu and fn::exp (I = 0).
+/// Not fn::scale or fn::mul: a negative factor turns max into min. Specialise it or wrap
+/// with fn::nondecreasing_in<I>(f).
+template <class F, int I>
+struct is_nondecreasing_in : detail::wrapped_has<is_nondecreasing_in, F, I> {};
+template <int I>
+struct is_nondecreasing_in<fn::add_fn, I> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::sub_fn, 0> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::identity_fn, 0> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::relu_fn, 0> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::exp_fn, 0> : std::true_type {};
+template <int I, class F>
+struct is_nondecreasing_in<fn::nondecreasing_in_fn<I, F>, I> : std::true_type {};
+/// is_nondecreasing_in<F, I>::value for the unqualified F.
+template <class F, int I>
+inline constexpr bool is_nondecreasing_in_v = is_nondecreasing_in<std::remove_cvref_t<F>, I>::value;
+
 
 // ---------------------------------------------------------------------------------------
 // Rules, as constexpr functions over placement values: one source for the compile-time
@@ -168,6 +297,8 @@ enum class op_rule : std::uint8_t {
   reduce_mixed_partials,    ///< reduce<D, avg>: the result would mix partial<sum> and partial<avg>
   matmul_pair,              ///< matmul: the (A, B) pair is not in matmul's table
   broadcast_placement,      ///< broadcast_zip<D>: b's placement is not the one a's placement needs
+  partial_with_replicate,   ///< zip family: one operand partial, the other replicate, and f lacks the property the partial needs
+  mixed_partials,           ///< zip family: the result would be partial with different reduce ops on two axes
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -187,23 +318,58 @@ constexpr bool additive_partial(const placement_desc& p) {
   return p.is_partial() && (p.op == reduce_op::sum || p.op == reduce_op::avg);
 }
 
-/// map(x, f) on one axis with placement p.
-constexpr axis_rule map_axis_rule(const placement_desc& p, bool linear) {
-  if (!p.is_partial()) return {op_rule::ok, p};
-  if (!additive_partial(p)) return {op_rule::partial_not_termwise, p};
-  return linear ? axis_rule{op_rule::ok, p} : axis_rule{op_rule::nonlinear_on_partial, p};
+/// What the rules need to know of a functor (filled from its traits by props_of; see
+/// is_linear, is_linear_in, is_affine_in and is_nondecreasing_in).
+struct functor_props {
+  bool linear = false;                 ///< linear (a binary functor: jointly in both arguments)
+  bool linear_in[2] = {false, false};  ///< linear in argument i with the other one fixed
+  bool affine_in[2] = {false, false};  ///< affine in argument i with the other one fixed (linear ones are)
+  bool nondecreasing_in[2] = {false, false};  ///< nondecreasing in argument i with the other one fixed
+};
+
+/// Can the partial terms of argument i (placement p) go through f one by one, the other
+/// argument being the same on every rank (replicate, or absent for map)?
+/// partial<sum> needs f linear in it, partial<avg> affine (the terms' weights sum to 1),
+/// partial<max|min> nondecreasing (f(max(x1, x2)) = max(f(x1), f(x2))), partial<prod> never.
+constexpr bool termwise(const placement_desc& p, const functor_props& f, int i) {
+  switch (p.op) {
+    case reduce_op::sum: return f.linear_in[i];
+    case reduce_op::avg: return f.affine_in[i];
+    case reduce_op::max:
+    case reduce_op::min: return f.nondecreasing_in[i];
+    case reduce_op::prod: return false;
+  }
+  return false;
 }
 
-/// zip(a, b, f) on one axis.
-constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc& b, bool linear) {
-  if (!(a == b)) return {op_rule::layouts_differ, a};
-  return map_axis_rule(a, linear);
+/// map(x, f) on one axis with placement p.
+constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& f) {
+  if (!p.is_partial() || termwise(p, f, 0)) return {op_rule::ok, p};
+  return {additive_partial(p) ? op_rule::nonlinear_on_partial : op_rule::partial_not_termwise, p};
+}
+
+/// zip(a, b, f) on one axis: equal placements (on partial<sum|avg> f linear in (a, b)
+/// jointly), or one operand partial and the other replicate (f termwise in the partial
+/// one, which the output's placement then is).
+constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc& b, const functor_props& f) {
+  if (a == b) {
+    if (!a.is_partial()) return {op_rule::ok, a};
+    if (!additive_partial(a)) return {op_rule::partial_not_termwise, a};
+    return f.linear ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::nonlinear_on_partial, a};
+  }
+  if (a.is_partial() && b.is_replicate())
+    return termwise(a, f, 0) ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::partial_with_replicate, a};
+  if (a.is_replicate() && b.is_partial())
+    return termwise(b, f, 1) ? axis_rule{op_rule::ok, b} : axis_rule{op_rule::partial_with_replicate, a};
+  return {op_rule::layouts_differ, a};
 }
 
 /// mul(x, s) with a rank-0 s on one axis.
 constexpr axis_rule scalar_mul_axis_rule(const placement_desc& x, const placement_desc& s) {
   if (!s.is_replicate()) return {op_rule::scalar_not_replicated, x};
-  return map_axis_rule(x, true);
+  functor_props times_s;  // x * s for a replicated s: linear in x (s's sign is not known)
+  times_s.linear = times_s.linear_in[0] = times_s.affine_in[0] = true;
+  return map_axis_rule(x, times_s);
 }
 
 /// The bias placement that goes with x placement `x` (x of rank `rank`): shard<0> where x
@@ -235,11 +401,29 @@ constexpr layout_rule fold_axes(int naxes, Rule rule) {
   return r;
 }
 
-constexpr layout_rule map_rules(const runtime_layout& x, bool linear) {
-  return fold_axes(x.naxes, [&](int a) { return map_axis_rule(x[a], linear); });
+constexpr layout_rule map_rules(const runtime_layout& x, const functor_props& f) {
+  return fold_axes(x.naxes, [&](int a) { return map_axis_rule(x[a], f); });
 }
-constexpr layout_rule zip_rules(const runtime_layout& a, const runtime_layout& b, bool linear) {
-  return fold_axes(a.naxes, [&](int i) { return zip_axis_rule(a[i], b[i], linear); });
+/// A legal verdict whose output has partial axes with different reduce ops (one operand's
+/// partial<sum> axis next to the other's partial<max> axis) becomes mixed_partials, on the
+/// first axis whose op differs from the first partial axis'.
+constexpr layout_rule no_mixed_partials(layout_rule r) {
+  if (r.err != op_rule::ok || same_op_partials(r.out)) return r;
+  int first = -1;
+  for (int a = 0; a < r.out.naxes; ++a) {
+    if (!r.out[a].is_partial()) continue;
+    if (first < 0) {
+      first = a;
+    } else if (r.out[a].op != r.out[first].op) {
+      r.err = op_rule::mixed_partials;
+      r.axis = a;
+      return r;
+    }
+  }
+  return r;
+}
+constexpr layout_rule zip_rules(const runtime_layout& a, const runtime_layout& b, const functor_props& f) {
+  return no_mixed_partials(fold_axes(a.naxes, [&](int i) { return zip_axis_rule(a[i], b[i], f); }));
 }
 constexpr layout_rule scalar_mul_rules(const runtime_layout& x, const runtime_layout& s) {
   return fold_axes(x.naxes, [&](int a) { return scalar_mul_axis_rule(x[a], s[a]); });
@@ -303,9 +487,10 @@ template <int Axis, class P, class F>
 struct map_on_partial_mesh_axis_needs_linear_functor {
   static_assert(!std::is_same_v<P, P>,
                 "shardcast::map: x is partial<sum|avg> on the mesh axis named in map_on_partial_mesh_axis_needs_linear_functor<Axis, P, F>, "
-                "but the functor F is not linear, and f(x1 + x2) != f(x1) + f(x2) for gelu, relu, silu and other nonlinear maps. "
-                "Redistribute x to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x), "
-                "or to shard<d> (reduce_scatter); if f really is linear, pass fn::linear(f).");
+                "but the functor F is not linear (affine would do for partial<avg>), and f(x1 + x2) != f(x1) + f(x2) for gelu, relu, "
+                "silu and other nonlinear maps. Redistribute x to replicate on that axis first (all_reduce), e.g. "
+                "x2 = redistribute<layout<..., replicate, ...>>(x), or to shard<d> (reduce_scatter); if f really is linear, pass "
+                "fn::linear(f) (fn::affine_in<0>(f) if it is affine and x is partial<avg>).");
 };
 
 template <int Axis, class PA, class PB, class F>
@@ -323,8 +508,28 @@ struct partial_not_termwise_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
                 "shardcast::map/zip/add/sub/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
                 "partial_not_termwise_on_mesh_axis<Axis, P, F>; such partial terms cannot be transformed or combined one by one "
-                "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)). "
+                "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)), except "
+                "that a map nondecreasing in x (fn::relu, fn::exp, fn::identity, fn::nondecreasing_in<0>(f)) keeps partial<max|min>. "
                 "Redistribute to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x).");
+};
+
+template <int Axis, class PA, class PB, class F>
+struct zip_partial_with_replicated_operand_on_mesh_axis {
+  static_assert(!std::is_same_v<PA, PA>,
+                "shardcast::zip/add/sub/mul/broadcast_zip: one operand is partial and the other replicate on the mesh axis named in "
+                "zip_partial_with_replicated_operand_on_mesh_axis<Axis, PA, PB, F>, and F is not known to commute with that partial "
+                "in the partial operand (the other one fixed): partial<sum> needs f linear in it (fn::mul, fn::div's numerator), "
+                "partial<avg> affine (also fn::add, fn::sub), partial<max|min> nondecreasing (fn::add, fn::sub's first operand), "
+                "partial<prod> is never combined. Redistribute the partial operand to replicate (all_reduce) on that axis first, or "
+                "declare the property: fn::linear_in<I>(f), fn::affine_in<I>(f), fn::nondecreasing_in<I>(f) for argument I.");
+};
+
+template <int Axis, class PA, class PB>
+struct zip_result_mixes_partial_ops_on_mesh_axis {
+  static_assert(!std::is_same_v<PA, PA>,
+                "shardcast::zip/add/sub/mul/broadcast_zip: the result would be partial with one reduce op on an earlier mesh axis "
+                "and with another on the mesh axis named in zip_result_mixes_partial_ops_on_mesh_axis<Axis, PA, PB> (a layout "
+                "holds one partial op); redistribute one operand's partial axes to replicate (all_reduce) first.");
 };
 
 template <int Axis, class PX>
@@ -369,6 +574,10 @@ template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::bias_placement, Axis, PA, PB, F> : bias_add_bias_placement_on_mesh_axis<Axis, PA, PB> {};
 template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::scalar_not_replicated, Axis, PA, PB, F> : mul_scalar_not_replicated_on_mesh_axis<Axis, PA, PB> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::partial_with_replicate, Axis, PA, PB, F> : zip_partial_with_replicated_operand_on_mesh_axis<Axis, PA, PB, F> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::mixed_partials, Axis, PA, PB, F> : zip_result_mixes_partial_ops_on_mesh_axis<Axis, PA, PB> {};
 
 /// `type` is layout_from<R.out>::type when the verdict is ok, else the error struct's (after its static_assert).
 template <class L, int Axis>
@@ -416,8 +625,17 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              "(reduce_scatter) on that axis first, or pass fn::linear(f) if f is linear";
     case op_rule::partial_not_termwise:
       return head + "the tensor is " + pa + " on " + ax +
-             "; partial<max|min|prod> terms cannot be transformed or combined one by one, so redistribute to replicate "
-             "(all_reduce) on that axis first";
+             "; partial<max|min|prod> terms cannot be transformed or combined one by one (only a map nondecreasing in x keeps "
+             "partial<max|min>), so redistribute to replicate (all_reduce) on that axis first";
+    case op_rule::partial_with_replicate:
+      return head + "on " + ax + " a is " + pa + " and b is " + pb +
+             ", and the functor is not known to commute with the partial in that operand (partial<sum> needs it linear there, "
+             "partial<avg> affine, partial<max|min> nondecreasing, partial<prod> is never combined); redistribute the partial "
+             "operand to replicate (all_reduce) on that axis first, or declare the property with fn::linear_in<I>, "
+             "fn::affine_in<I> or fn::nondecreasing_in<I>";
+    case op_rule::mixed_partials:
+      return head + "the result would be partial with different reduce ops on two mesh axes (the second is " + ax + ", where a is " +
+             pa + " and b is " + pb + "); redistribute one operand's partial axes to replicate (all_reduce) first";
     case op_rule::bias_on_partial:
       return head + "x is " + pa + " on " + ax +
              ", so the bias would be added once per partial term; redistribute x to replicate (all_reduce) or shard "
@@ -502,6 +720,31 @@ using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&
 
 }  // namespace detail
 
+namespace detail {
+/// The properties of functor F the rules read, for a map over elements of type TA (TB
+/// void) or a zip over TA and TB. fn::div with an integral operand is not linear or affine
+/// in anything (integer division truncates).
+template <class F, class TA, class TB = void>
+constexpr functor_props props_of() {
+  using G = std::remove_cvref_t<F>;
+  constexpr bool int_div = std::is_same_v<G, fn::div_fn> && (std::is_integral_v<TA> || std::is_integral_v<TB>);
+  functor_props p;
+  p.linear = is_linear_v<G>;
+  p.linear_in[0] = is_linear_in_v<G, 0> && !int_div;
+  p.linear_in[1] = is_linear_in_v<G, 1> && !int_div;
+  p.affine_in[0] = is_affine_in_v<G, 0> && !int_div;
+  p.affine_in[1] = is_affine_in_v<G, 1> && !int_div;
+  p.nondecreasing_in[0] = is_nondecreasing_in_v<G, 0>;
+  p.nondecreasing_in[1] = is_nondecreasing_in_v<G, 1>;
+  if constexpr (std::is_void_v<TB>) {
+    // a map: linear is linear in x
+    p.linear_in[0] = p.linear_in[0] || p.linear;
+    p.affine_in[0] = p.affine_in[0] || p.linear_in[0];
+  }
+  return p;
+}
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------
 // Output layouts (compile time)
 // ---------------------------------------------------------------------------------------
@@ -509,28 +752,33 @@ using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&
 /// The layout of map(x, f) for x of layout L (an error names the axis when illegal).
 /// @tparam L x's layout, a layout<...>
 /// @tparam F the functor type
-template <class L, class F>
+/// @tparam T the element type (it matters only for fn::div, which is not linear on integers)
+template <class L, class F, class T = float>
 struct map_layout {
   static_assert(layout_type<L>, "shardcast::map_layout: L must be a compile-time layout<P...>.");
-  using type = typename detail::checked_layout<detail::map_rules(L::desc, is_linear_v<F>), L, void, F>::type;
+  using type = typename detail::checked_layout<detail::map_rules(L::desc, detail::props_of<F, T>()), L, void, F>::type;
 };
-/// Shorthand for map_layout<L, F>::type.
-template <class L, class F>
-using map_layout_t = typename map_layout<L, F>::type;
+/// Shorthand for map_layout<L, F, T>::type.
+template <class L, class F, class T = float>
+using map_layout_t = typename map_layout<L, F, T>::type;
 
-/// The layout of zip(a, b, f) for layouts LA and LB: LA itself when legal.
+/// The layout of zip(a, b, f) for layouts LA and LB, per mesh axis: a's placement where the
+/// two are equal, the partial one's where one is partial and the other replicate.
 /// @tparam LA, LB the operands' layouts (layout<P...>, same number of axes)
 /// @tparam F the functor type (add_fn, sub_fn, mul_fn, a user functor)
-/// Example: zip_layout_t<layout<partial<sum>>, layout<partial<sum>>, fn::add_fn> is layout<partial<sum>>.
-template <class LA, class LB, class F>
+/// @tparam TA, TB the element types (they matter only for fn::div, which is not linear on integers)
+/// Examples: zip_layout_t<layout<partial<sum>>, layout<partial<sum>>, fn::add_fn> is
+/// layout<partial<sum>>; zip_layout_t<layout<replicate, shard<0>>, layout<partial<sum>, shard<0>>, fn::mul_fn>
+/// is layout<partial<sum>, shard<0>>.
+template <class LA, class LB, class F, class TA = float, class TB = TA>
 struct zip_layout {
   static_assert(layout_type<LA> && layout_type<LB>, "shardcast::zip_layout: LA and LB must be compile-time layouts layout<P...>.");
   static_assert(LA::naxes == LB::naxes, "shardcast::zip: the operands' layouts have different numbers of mesh axes; both must live on the same mesh.");
-  using type = typename detail::checked_layout<detail::zip_rules(LA::desc, LB::desc, is_linear_v<F>), LA, LB, F>::type;
+  using type = typename detail::checked_layout<detail::zip_rules(LA::desc, LB::desc, detail::props_of<F, TA, TB>()), LA, LB, F>::type;
 };
-/// Shorthand for zip_layout<LA, LB, F>::type.
-template <class LA, class LB, class F>
-using zip_layout_t = typename zip_layout<LA, LB, F>::type;
+/// Shorthand for zip_layout<LA, LB, F, TA, TB>::type.
+template <class LA, class LB, class F, class TA = float, class TB = TA>
+using zip_layout_t = typename zip_layout<LA, LB, F, TA, TB>::type;
 
 /// The bias layout that bias_add accepts for x of layout LX and rank R: shard<0> on the axes
 /// where x is shard<R-1>, replicate elsewhere.
@@ -589,12 +837,12 @@ dtensor<U, R, LY, typename XA::mesh_type> elementwise_output(XA& a, XB& b, const
                                                             typename XA::mesh_type::stream_type s) {
   using Y = dtensor<U, R, LY, typename XA::mesh_type>;
   static_assert(!(GA && std::is_const_v<XA>) && !(GB && std::is_const_v<XB>), "shardcast: a given-up operand is passed as a non-const dtensor");
+  // (The output's layout may differ from an operand's only where one is replicate and the
+  // output partial, or the reverse: the local pieces are the same.)
   if constexpr (GA && std::is_same_v<U, typename XA::value_type>) {
-    static_assert(is_dynamic_v<LY> || std::is_same_v<LY, typename XA::layout_type>, "shardcast: an elementwise output keeps its operands' layout");
     if (may_alias && sole_owner(a)) return take_as<Y>(a, ly);
   }
   if constexpr (GB && std::is_same_v<U, typename XB::value_type>) {
-    static_assert(is_dynamic_v<LY> || std::is_same_v<LY, typename XB::layout_type>, "shardcast: an elementwise output keeps its operands' layout");
     if (may_alias && sole_owner(b)) return take_as<Y>(b, ly);
   }
   (void)b;
@@ -617,10 +865,10 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) 
   using L = typename X::layout_type;
   using Mesh = typename X::mesh_type;
   using U = map_result_t<T, F>;
-  using LY = typename std::conditional_t<is_dynamic_v<L>, std::type_identity<dynamic_layout>, map_layout<L, F>>::type;
+  using LY = typename std::conditional_t<is_dynamic_v<L>, std::type_identity<dynamic_layout>, map_layout<L, F, T>>::type;
   runtime_layout ly = x.layout();
   if constexpr (is_dynamic_v<L>) {
-    const layout_rule r = map_rules(ly, is_linear_v<F>);
+    const layout_rule r = map_rules(ly, props_of<F, T>());
     expect_legal(who, r, ly, runtime_layout{});
     ly = r.out;
   }
@@ -646,17 +894,19 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   static_assert(XB::rank == R && std::is_same_v<typename XB::mesh_type, Mesh>);
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F, TA, TB>>::type;
   using Y = dtensor<V, R, LY, Mesh>;
   expect_same_mesh(who, a.mesh(), b.mesh());
   if (a.global_extents() != b.global_extents())
     throw layout_error(std::string(who) + ": a has global extents " + describe_extents(a.global_extents()) + " but b has " +
                        describe_extents(b.global_extents()) + "; elementwise operands need equal global extents");
-  runtime_layout ly = a.layout();
+  runtime_layout ly;  // the output's layout: a's, or the partial operand's on axes where the other is replicate
   if constexpr (dyn) {
-    const layout_rule r = zip_rules(a.layout(), b.layout(), is_linear_v<F>);
+    const layout_rule r = zip_rules(a.layout(), b.layout(), props_of<F, TA, TB>());
     expect_legal(who, r, a.layout(), b.layout());
     ly = r.out;
+  } else {
+    ly = runtime_layout(LY::desc);
   }
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
   // Pointers first: b may be a itself (zip(std::move(a), a)), which taking a empties.
@@ -843,8 +1093,10 @@ auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = 
   return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
 }
 
-/// y = f(a, b) elementwise. a and b need the same mesh, rank, global extents and layout
-/// (on a partial<sum|avg> axis f must be linear); y has that layout.
+/// y = f(a, b) elementwise. a and b need the same mesh, rank and global extents, and per
+/// mesh axis equal placements (on a partial<sum|avg> axis f linear in (a, b) jointly), or
+/// one partial<Op> and the other replicate with f commuting with Op in the partial operand
+/// (see the file comment); y has a's placement, or the partial one.
 /// @param a, b inputs: a tensor the caller keeps is unchanged. Either or both may be given
 ///        up (`zip(std::move(a), b, f)`, or a temporary as in `zip(a, g(x), f)`): the result
 ///        is the same, every given-up operand is left empty, and y is written over a's
@@ -923,7 +1175,8 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
 
 /// a * b elementwise. Two forms:
 /// - b of the same rank as a: equal layouts with no partial axis (the product of two
-///   partial sums is not the sum of the products);
+///   partial sums is not the sum of the products), except that on a mesh axis where one
+///   operand is partial<sum|avg> and the other replicate the product is that partial;
 /// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
 ///   partial<sum|avg> (a partial sum times a replicated scalar is the sum of the scaled
 ///   terms), y has a's layout.
