@@ -129,6 +129,10 @@ void zip_suite() {
       ew::zip(a.p, b.p, out.p, n, fn::mul, g.s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
       CHECK(mismatches(out.get(), prod, 0) == 0);
+      // A marked functor (what zip with a partial and a replicated operand takes) runs in kernels too.
+      ew::zip(a.p, b.p, out.p, n, fn::nondecreasing_in<1>(fn::linear_in<0>(fn::mul)), g.s);
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
+      CHECK(mismatches(out.get(), prod, 0) == 0);
       // In place on the first operand: a = a - b.
       ew::zip(a.p, b.p, a.p, n, fn::sub, g.s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));

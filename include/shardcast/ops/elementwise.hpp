@@ -27,7 +27,8 @@
 /// see is_linear_in, is_affine_in, is_nondecreasing_in. Every other case is a compile error naming the
 /// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
 /// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
-/// partial<max|min|prod> is never combined term by term: redistribute it first.
+/// Two partial<max|min|prod> operands are never combined term by term, and partial<prod>
+/// takes no map: redistribute first.
 ///
 /// @code
 ///   // 2x2 mesh, x: layout<shard<0>, shard<1>> [m, n], bias: layout<replicate, shard<0>> [n]
@@ -110,85 +111,10 @@ struct elementwise_exec<host_memory> {
 
 // ---------------------------------------------------------------------------------------
 // Functor properties the layout rules read: linearity, and how each argument commutes with
-// a partial reduction when the other argument is the same on every rank.
+// a partial reduction when the other argument is the same on every rank (the fn::marked
+// wrappers that declare them are in functors.hpp).
 // ---------------------------------------------------------------------------------------
 
-namespace fn {
-/// The properties a functor can be marked with (see fn::marked).
-namespace property {
-struct linear;  ///< linear (a binary functor: jointly in both arguments)
-template <int I>
-struct linear_in;  ///< linear in argument I with the other one fixed
-template <int I>
-struct affine_in;  ///< affine in argument I with the other one fixed
-template <int I>
-struct nondecreasing_in;  ///< nondecreasing in argument I with the other one fixed
-}  // namespace property
-
-/// Functor F marked with property P for the layout rules (what fn::linear, fn::linear_in,
-/// fn::affine_in and fn::nondecreasing_in return). Calls `f` unchanged and keeps the
-/// properties of F, so marks stack.
-/// @tparam P a property from fn::property
-/// @tparam F the wrapped functor
-template <class P, class F>
-struct marked {
-  using wrapped_functor = F;
-  F f;
-  template <class... A>
-  SHARDCAST_HOST_DEVICE constexpr auto operator()(const A&... a) const -> decltype(f(a...)) {
-    return f(a...);
-  }
-};
-/// F marked linear: `f(a + b) = f(a) + f(b)` and `f(c a) = c f(a)` (for binary functors,
-/// jointly in both arguments).
-template <class F>
-using linear_fn = marked<property::linear, F>;
-/// F marked linear in argument I (0 or 1) with the other fixed: f(x1 + x2, b) = f(x1, b) + f(x2, b) for I = 0.
-template <int I, class F>
-using linear_in_fn = marked<property::linear_in<I>, F>;
-/// F marked affine in argument I with the other fixed: f(x, b) = g(b) x + h(b) for I = 0 (linear ones are).
-template <int I, class F>
-using affine_in_fn = marked<property::affine_in<I>, F>;
-/// F marked nondecreasing in argument I with the other fixed: x1 <= x2 implies f(x1, b) <= f(x2, b) for I = 0.
-template <int I, class F>
-using nondecreasing_in_fn = marked<property::nondecreasing_in<I>, F>;
-
-/// Wraps `f` so that `map`/`zip` accept it on partial<sum|avg> axes. The library cannot
-/// check the claim: an affine map (`2 * x + 1`) marked linear gives wrong results there.
-/// @code
-///   auto y = sc::map(p /* layout<partial<sum>> */, sc::fn::linear([](float v) { return 3 * v; }));
-/// @endcode
-template <class F>
-SHARDCAST_HOST_DEVICE constexpr linear_fn<F> linear(F f) {
-  return linear_fn<F>{f};
-}
-/// Wraps `f` as linear in argument I: zip then takes a partial<sum|avg> operand I with a
-/// replicated other operand on a mesh axis. Wrappers stack: `fn::affine_in<1>(fn::linear_in<0>(f))`.
-/// The library cannot check the claim.
-/// @code
-///   auto ratio = sc::fn::linear_in<0>([](float n, float d) { return n / (d + 1e-6f); });
-///   auto y = sc::zip(p /* partial<sum> */, d /* replicate */, ratio);  // partial<sum>
-/// @endcode
-template <int I, class F>
-SHARDCAST_HOST_DEVICE constexpr linear_in_fn<I, F> linear_in(F f) {
-  static_assert(I == 0 || I == 1, "shardcast::fn::linear_in<I>: I is the argument index, 0 or 1.");
-  return linear_in_fn<I, F>{f};
-}
-/// Wraps `f` as affine in argument I: zip then takes a partial<avg> operand I with a
-/// replicated other operand (map: a partial<avg> x, with I = 0).
-template <int I, class F>
-SHARDCAST_HOST_DEVICE constexpr affine_in_fn<I, F> affine_in(F f) {
-  static_assert(I == 0 || I == 1, "shardcast::fn::affine_in<I>: I is the argument index, 0 or 1.");
-  return affine_in_fn<I, F>{f};
-}
-/// Wraps `f` as nondecreasing in argument I: zip then takes a partial<max|min> operand I
-/// with a replicated other operand (map: a partial<max|min> x, with I = 0).
-template <int I, class F>
-SHARDCAST_HOST_DEVICE constexpr nondecreasing_in_fn<I, F> nondecreasing_in(F f) {
-  static_assert(I == 0 || I == 1, "shardcast::fn::nondecreasing_in<I>: I is the argument index, 0 or 1.");
-  return nondecreasing_in_fn<I, F>{f};
-}
-}  // namespace fn
 
 namespace detail {
 /// Trait<F::wrapped_functor, I...> for a wrapper F (fn::linear, fn::linear_in, ...), false otherwise:
@@ -1044,7 +970,9 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
 /// @tparam F functor callable as f(T); on device meshes it must be callable in device code
 /// @param x input (unchanged; see the overload below for an x the caller gives up)
 /// @param f the functor; on a partial<sum|avg> axis it must be linear (is_linear_v<F>, e.g.
-///        fn::scale(2.0f) or fn::linear(g)); on partial<max|min|prod> no map is allowed
+///        fn::scale(2.0f) or fn::linear(g); affine will do on partial<avg>); on
+///        partial<max|min> it must be nondecreasing (fn::relu, fn::exp,
+///        fn::nondecreasing_in<0>(g)); on partial<prod> no map is allowed
 /// @param s stream for device meshes (host meshes ignore it)
 /// @throws layout_error for a dynamic_layout x whose layout makes f illegal (compile error otherwise)
 /// @code
