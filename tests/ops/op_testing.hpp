@@ -215,6 +215,12 @@ inline bool only_additive_partials(const sc::runtime_layout& l) {
   return true;
 }
 
+/// Some axis is partial<op>.
+inline bool has_partial_op(const sc::runtime_layout& l, sc::reduce_op op) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a].is_partial() && l[a].op == op) return true;
+  return false;
+}
 /// Partial axes with max or min only (the ones a nondecreasing map keeps).
 inline bool only_max_min_partials(const sc::runtime_layout& l) {
   for (int a = 0; a < l.naxes; ++a)

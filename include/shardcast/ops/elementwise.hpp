@@ -17,6 +17,7 @@
 /// | mul(x, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> | replicate | same as x |
 /// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
 /// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
+/// | bias_add(x, bias)   | partial<avg\|max\|min>      | replicate       | same as x        |
 ///
 /// A functor is *linear* when `is_linear_v<F>` holds: `fn::identity`, `fn::scale(s)`,
 /// `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear functors
@@ -216,7 +217,7 @@ enum class op_rule : std::uint8_t {
   layouts_differ,           ///< zip family: the operands' placements differ
   nonlinear_on_partial,     ///< map/zip: partial<sum|avg> with a functor not known to be linear
   partial_not_termwise,     ///< map/zip/scale: partial<max|min|prod> cannot be processed term by term
-  bias_on_partial,          ///< bias_add: x is partial, the bias would be added once per term
+  bias_on_partial,          ///< bias_add: x is partial<sum|prod>, the bias would be added once per term
   bias_placement,           ///< bias_add: the bias placement is not the one x's placement needs
   scalar_not_replicated,    ///< mul(x, s): the rank-0 factor is not replicated
   reduce_partial_op,        ///< reduce<D, Op>: x is partial with another op
@@ -304,9 +305,13 @@ constexpr placement_desc bias_placement_for(const placement_desc& x, int rank) {
   return x.is_shard(rank - 1) ? placement_desc::make_shard(0) : placement_desc::make_replicate();
 }
 
-/// bias_add(x, bias) on one axis, x of rank `rank`.
+/// bias_add(x, bias) on one axis, x of rank `rank`. On a partial x the bias is replicate
+/// and added to every term: right for partial<avg|max|min> (x + b is affine and
+/// nondecreasing in x), once per term too many for partial<sum|prod>.
 constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank) {
-  if (x.is_partial()) return {op_rule::bias_on_partial, x};
+  functor_props plus_bias;
+  plus_bias.affine_in[0] = plus_bias.nondecreasing_in[0] = true;
+  if (x.is_partial() && !termwise(x, plus_bias, 0)) return {op_rule::bias_on_partial, x};
   if (!(b == bias_placement_for(x, rank))) return {op_rule::bias_placement, x};
   return {op_rule::ok, x};
 }
@@ -461,9 +466,9 @@ struct zip_result_mixes_partial_ops_on_mesh_axis {
 template <int Axis, class PX>
 struct bias_add_on_partial_mesh_axis {
   static_assert(!std::is_same_v<PX, PX>,
-                "shardcast::bias_add: x is partial on the mesh axis named in bias_add_on_partial_mesh_axis<Axis, PX>, so the bias "
-                "would be added once per partial term. Redistribute x to replicate (all_reduce) or to shard<d> (reduce_scatter) "
-                "on that axis first, then add the bias.");
+                "shardcast::bias_add: x is partial on the mesh axis named in bias_add_on_partial_mesh_axis<Axis, PX> (partial<sum> "
+                "or partial<prod>), so the bias would be added once per partial term. Redistribute x to replicate (all_reduce) or "
+                "to shard<d> (reduce_scatter) on that axis first, then add the bias.");
 };
 
 template <int Axis, class PX, class PBias>
@@ -1122,7 +1127,9 @@ auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
 /// Layout per mesh axis (checked at compile time; see bias_layout_t):
 /// x shard<R-1> needs bias shard<0>; x replicate or shard<d> (d < R-1) needs bias
-/// replicate; x partial is refused (the bias would be added once per partial term).
+/// replicate; x partial<avg|max|min> needs bias replicate (every term gets the bias, which
+/// is right for a mean, a maximum or a minimum); x partial<sum|prod> is refused (the bias
+/// would be added once per partial term).
 /// y has x's layout.
 /// @param x rank R >= 1 (unchanged; an x the caller gives up is left empty, and y takes
 ///        its storage when x owns it alone: see map of a given-up tensor)
