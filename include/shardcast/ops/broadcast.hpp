@@ -58,10 +58,7 @@ constexpr layout_rule broadcast_rules(const runtime_layout& a, const runtime_lay
 }
 
 constexpr runtime_layout broadcast_layout_for(const runtime_layout& a, int d) {
-  runtime_layout b;
-  b.naxes = a.naxes;
-  for (int i = 0; i < a.naxes; ++i) b[i] = broadcast_placement_for(a[i], d);
-  return b;
+  return per_axis(a, [d](const placement_desc& p) { return broadcast_placement_for(p, d); });
 }
 
 template <int Axis, class PA, class PB>

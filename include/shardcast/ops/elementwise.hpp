@@ -86,14 +86,10 @@ struct elementwise_exec<host_memory> {
   static void zip(const T* a, const U* b, V* out, std::size_t n, F f, host_stream = {}) {
     for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<V>(f(a[i], b[i]));
   }
-  /// out[r*cols + c] = f(a[r*cols + c], row[c])
+  /// out[r*cols + c] = f(a[r*cols + c], row[c]): zip_broadcast with one outer block
   template <class T, class U, class V, class F>
-  static void zip_rows(const T* a, const U* row, V* out, std::size_t rows, std::size_t cols, F f, host_stream = {}) {
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* ar = a + r * cols;
-      V* orow = out + r * cols;
-      for (std::size_t c = 0; c < cols; ++c) orow[c] = static_cast<V>(f(ar[c], row[c]));
-    }
+  static void zip_rows(const T* a, const U* row, V* out, std::size_t rows, std::size_t cols, F f, host_stream s = {}) {
+    zip_broadcast(a, row, out, 1, rows, cols, f, s);
   }
   /// out[(o*mid + m)*inner + k] = f(a[(o*mid + m)*inner + k], b[o*inner + k])
   template <class T, class U, class V, class F>
@@ -362,11 +358,16 @@ constexpr layout_rule scalar_mul_rules(const runtime_layout& x, const runtime_la
 constexpr layout_rule bias_rules(const runtime_layout& x, const runtime_layout& b, int rank) {
   return fold_axes(x.naxes, [&](int a) { return bias_axis_rule(x[a], b[a], rank); });
 }
+/// The layout whose placement on each axis is p(x's placement there).
+template <class P>
+constexpr runtime_layout per_axis(const runtime_layout& x, P p) {
+  runtime_layout y;
+  y.naxes = x.naxes;
+  for (int a = 0; a < x.naxes; ++a) y[a] = p(x[a]);
+  return y;
+}
 constexpr runtime_layout bias_layout_for(const runtime_layout& x, int rank) {
-  runtime_layout b;
-  b.naxes = x.naxes;
-  for (int a = 0; a < x.naxes; ++a) b[a] = bias_placement_for(x[a], rank);
-  return b;
+  return per_axis(x, [rank](const placement_desc& p) { return bias_placement_for(p, rank); });
 }
 
 // Placement values back to types, for the compile-time layouts.
