@@ -83,6 +83,37 @@ TEST_CASE("docs: partial snippet") {
   CHECK(f.list.empty());
 }
 
+TEST_CASE("docs: partial times replicated snippet") {
+  const std::int64_t m = 3, k = 4, n = 5;
+  const auto A = optest::ints<float>(m * k, 1), W = optest::ints<float>(k * n, 3), G = optest::units<float>(m * n, 2);
+  std::vector<float> want(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p) s += A[static_cast<std::size_t>(i * k + p)] * W[static_cast<std::size_t>(p * n + j)];
+      want[static_cast<std::size_t>(i * n + j)] = static_cast<float>(s) * G[static_cast<std::size_t>(i * n + j)];
+    }
+  optest::failures f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    auto a = sc::distribute<sc::layout<sc::replicate, sc::shard<1>>>(mesh, A, std::array<std::int64_t, 2>{m, k});
+    auto w = sc::distribute<sc::layout<sc::replicate, sc::shard<0>>>(mesh, W, std::array<std::int64_t, 2>{k, n});
+    auto gate = sc::distribute<sc::layout<sc::replicate, sc::replicate>>(mesh, G, std::array<std::int64_t, 2>{m, n});
+    // [snippet partial_replicated]
+    auto p = sc::matmul(a, w);        // layout<replicate, partial<sum>>
+    auto gated = sc::mul(p, gate);    // gate: layout<replicate, replicate>; still partial<sum>, nothing communicated
+    auto y = sc::redistribute<sc::layout<sc::replicate, sc::shard<0>>>(gated);  // one reduce_scatter, as for p itself
+    // sc::add(p, gate) does not compile (zip_partial_with_replicated_operand_on_mesh_axis<1, ...>):
+    // gate would be added once per partial term
+    // [/snippet]
+    static_assert(std::is_same_v<decltype(gated)::layout_type, sc::layout<sc::replicate, sc::partial<sc::sum>>>);
+    const std::string err = optest::compare_global(y, want);
+    if (!err.empty()) f.add(err);
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}
+
 TEST_CASE("docs: reduce and transpose snippets") {
   const auto X = optest::ints<double>(35, 2);
   std::vector<double> row_sum_ref(5, 0), col_max_ref(7, -100), tr_ref(35);
