@@ -235,18 +235,33 @@ struct known {
   bool lin[2] = {false, false};       // linear in argument i, the other fixed
   bool aff[2] = {false, false};       // affine in argument i
   bool inc[2] = {false, false};       // nondecreasing in argument i
+  bool dec[2] = {false, false};       // nonincreasing in argument i
 };
 inline constexpr known k_add{true, {false, false}, {true, true}, {true, true}};
-inline constexpr known k_sub{true, {false, false}, {true, true}, {true, false}};
+inline constexpr known k_sub{true, {false, false}, {true, true}, {true, false}, {false, true}};
 inline constexpr known k_mul{false, {true, true}, {true, true}, {false, false}};
 inline constexpr known k_div_float{false, {true, false}, {true, false}, {false, false}};
 inline constexpr known k_none{};
+
+/// The rule's view of a functor whose properties the test writes down by hand.
+constexpr sc::detail::functor_props props(const known& k) {
+  sc::detail::functor_props p;
+  p.linear = k.joint;
+  for (int i = 0; i < 2; ++i) {
+    p.linear_in[i] = k.lin[i];
+    p.affine_in[i] = k.aff[i];
+    p.nondecreasing_in[i] = k.inc[i];
+    p.nonincreasing_in[i] = k.dec[i];
+  }
+  return p;
+}
 
 /// Is zip(a, b, f) legal, and with which output layout? Written from the rule in
 /// docs/02_operators.md, not from the library's code: per mesh axis, equal placements (two
 /// partials only partial<sum|avg> with f jointly linear), or one partial and the other
 /// replicate with f linear (sum), affine (avg) or nondecreasing (max, min) in the partial
-/// operand, the output taking the partial; and the output holds one partial op.
+/// operand, the output taking the partial (nonincreasing in it: max and min swap); and the
+/// output holds one partial op.
 constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& b, const known& f, sc::runtime_layout* out = nullptr) {
   sc::runtime_layout y;
   y.naxes = a.naxes;
@@ -262,11 +277,13 @@ constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& 
       if (pa.kind == sc::placement_kind::replicate && pb.kind == sc::placement_kind::partial) k = 1;
       if (k < 0) return false;
       py = k == 0 ? pa : pb;
+      const bool max_min = py.op == sc::reduce_op::max || py.op == sc::reduce_op::min;
       const bool fits = py.op == sc::reduce_op::sum   ? f.lin[k]
                         : py.op == sc::reduce_op::avg ? f.aff[k]
-                        : py.op == sc::reduce_op::max || py.op == sc::reduce_op::min ? f.inc[k]
-                                                                                       : false;
+                        : max_min                      ? f.inc[k] || f.dec[k]
+                                                       : false;
       if (!fits) return false;
+      if (max_min && !f.inc[k]) py = pd::make_partial(py.op == sc::reduce_op::max ? sc::reduce_op::min : sc::reduce_op::max);
     }
     if (py.kind == sc::placement_kind::partial) {
       if (op >= 0 && op != static_cast<int>(py.op)) return false;

@@ -68,10 +68,7 @@ TEST_CASE("broadcast_zip rule: every placement pair on 1- to 3-axis meshes match
               for (int i = 0; i < n; ++i) a[i] = fa, b[i] = fb;
               a[pos] = pa;
               b[pos] = pb;
-              sc::detail::functor_props fp;
-              fp.linear = k.joint;
-              for (int i = 0; i < 2; ++i) fp.linear_in[i] = k.lin[i], fp.affine_in[i] = k.aff[i], fp.nondecreasing_in[i] = k.inc[i];
-              const auto r = sc::detail::broadcast_rules(a, b, d, fp);
+              const auto r = sc::detail::broadcast_rules(a, b, d, optest::props(k));
               sc::runtime_layout y;
               const bool want = legal(a, b, d, k, &y);
               CHECK_MESSAGE((r.err == sc::detail::op_rule::ok) == want, sc::to_string(a), " / ", sc::to_string(b), " along ", d);

@@ -43,22 +43,15 @@ constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
 constexpr E map_nondecreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};
 constexpr E map_affine[9] = {ok, ok, ok, ok, NL, ok, NT, NT, NT};
 constexpr E map_identity[9] = {ok, ok, ok, ok, ok, ok, ok, ok, NT};
+constexpr E map_nonincreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};  // max and min swap
 
-/// The rule's view of a functor whose properties the test writes down by hand.
-constexpr sc::detail::functor_props props(const optest::known& k) {
-  sc::detail::functor_props p;
-  p.linear = k.joint;
-  for (int i = 0; i < 2; ++i) {
-    p.linear_in[i] = k.lin[i];
-    p.affine_in[i] = k.aff[i];
-    p.nondecreasing_in[i] = k.inc[i];
-  }
-  return p;
-}
+using optest::props;
 constexpr bool same_props(const sc::detail::functor_props& p, const optest::known& k) {
   const auto q = props(k);
   for (int i = 0; i < 2; ++i)
-    if (p.linear_in[i] != q.linear_in[i] || p.affine_in[i] != q.affine_in[i] || p.nondecreasing_in[i] != q.nondecreasing_in[i]) return false;
+    if (p.linear_in[i] != q.linear_in[i] || p.affine_in[i] != q.affine_in[i] || p.nondecreasing_in[i] != q.nondecreasing_in[i] ||
+        p.nonincreasing_in[i] != q.nonincreasing_in[i])
+      return false;
   return p.linear == q.linear;
 }
 // The library's traits give the properties the tests write down for each functor.
@@ -109,6 +102,10 @@ constexpr bool map_table() {
                           pos, x))
             return false;
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::identity_fn, float>()), map_identity[i], pos, x)) return false;
+          const auto swapped = at(n, pos, i == 6 ? P9[7] : i == 7 ? P9[6] : P9[i], fill);
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<decltype(sc::fn::nonincreasing_in<0>(sc::fn::gelu)), float>()),
+                          map_nonincreasing[i], pos, swapped))
+            return false;
         }
   return true;
 }
@@ -209,6 +206,7 @@ static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<Ps, R>, sc::layout<R, P
 static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<S1, Pa>, sc::layout<S1, R>, sc::fn::div_fn, double>, sc::layout<S1, Pa>>);
 static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<Pm, S0>, sc::layout<R, S0>, sc::fn::sub_fn>, sc::layout<Pm, S0>>);
 static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<R>, sc::layout<Pa>, sc::fn::sub_fn>, sc::layout<Pa>>);
+static_assert(std::is_same_v<sc::zip_layout_t<sc::layout<R, S1>, sc::layout<Pm, S1>, sc::fn::sub_fn>, sc::layout<sc::partial<sc::min>, S1>>);
 static_assert(std::is_same_v<sc::map_layout_t<sc::layout<Pm, S0>, sc::fn::exp_fn>, sc::layout<Pm, S0>>);
 
 static_assert(std::is_same_v<sc::bias_layout_t<sc::layout<S0, S1>, 2>, sc::layout<R, S0>>);
@@ -351,8 +349,8 @@ void static_layout(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
 }
 // zip of operands with different layouts: every pair of layouts built from R, S(0), S(1)
 // and the partials `ops` on a mesh of shape `shape`, for add, sub, mul, div, a functor
-// with no declared property and one wrapped as affine and nondecreasing in both
-// arguments. optest::zip_legal (the rule, written down in the test) says whether a pair is
+// with no declared property, one marked affine and nondecreasing in both arguments and one
+// marked nonincreasing in its first (partial<max> becomes partial<min> there). optest::zip_legal (the rule, written down in the test) says whether a pair is
 // legal and what the output layout is: a legal pair must give that layout and the
 // single-rank reference, an illegal one layout_error on every rank. Partial operands hold
 // terms that differ from rank to rank; b's values are never 0 (it divides).
@@ -368,6 +366,9 @@ void mixed_pairs(std::array<int, N> shape, std::array<std::int64_t, 2> e, std::i
   const auto twice_plus = sc::fn::affine_in<0>(sc::fn::affine_in<1>(sc::fn::nondecreasing_in<0>(sc::fn::nondecreasing_in<1>(
       [](T u, T v) { return static_cast<T>(u + u + v); }))));
   constexpr optest::known k_twice_plus{false, {false, false}, {true, true}, {true, true}};
+  const auto v_minus_twice = sc::fn::affine_in<0>(sc::fn::affine_in<1>(sc::fn::nonincreasing_in<0>(sc::fn::nondecreasing_in<1>(
+      [](T u, T v) { return static_cast<T>(v - u - u); }))));
+  constexpr optest::known k_v_minus_twice{false, {false, false}, {true, true}, {false, true}, {true, false}};
   optest::failures f;
   int legal_count = 0;
   sc::host::run(nranks, [&](sc::host::communicator& comm) {
@@ -404,6 +405,7 @@ void mixed_pairs(std::array<int, N> shape, std::array<std::int64_t, 2> e, std::i
             [](T u, T v) { return static_cast<T>(u / v); });
         one("max", optest::k_none, [&] { return sc::zip(x, y, optest::max_fn{}); }, optest::max_fn{});
         one("2u + v", k_twice_plus, [&] { return sc::zip(x, y, twice_plus); }, [](T u, T v) { return static_cast<T>(u + u + v); });
+        one("v - 2u", k_v_minus_twice, [&] { return sc::zip(x, y, v_minus_twice); }, [](T u, T v) { return static_cast<T>(v - u - u); });
         if (optest::local_copy(x) != x0 || optest::local_copy(y) != y0)
           f.add(comm.rank(), "an input changed: " + sc::to_string(ls[i]) + ", " + sc::to_string(ls[j]));
       }

@@ -24,8 +24,9 @@
 /// commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
 /// `mul`, `gelu`, `relu`, `silu` are not. (*): f must commute with Op in the partial operand,
 /// the other held fixed: linear in it for sum (fn::mul, fn::div's numerator), affine for avg
-/// (also fn::add, fn::sub), nondecreasing for max/min (fn::add, fn::sub's first operand);
-/// see is_linear_in, is_affine_in, is_nondecreasing_in. Every other case is a compile error naming the
+/// (also fn::add, fn::sub), nondecreasing for max/min (fn::add, fn::sub's first operand), or
+/// nonincreasing, which swaps max and min (fn::sub's second operand); see is_linear_in,
+/// is_affine_in, is_nondecreasing_in, is_nonincreasing_in. Every other case is a compile error naming the
 /// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
 /// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
 /// Two partial<max|min|prod> operands are never combined term by term, and partial<prod>
@@ -199,6 +200,20 @@ struct is_nondecreasing_in<fn::nondecreasing_in_fn<I, F>, I> : std::true_type {}
 template <class F, int I>
 inline constexpr bool is_nondecreasing_in_v = is_nondecreasing_in<std::remove_cvref_t<F>, I>::value;
 
+/// Whether functor `F` is nonincreasing in its argument I with the other one fixed, so that
+/// it turns a partial<max> operand into partial<min> and the reverse (f(max(x1, x2)) =
+/// min(f(x1), f(x2))): fn::sub in its second argument (b - max(a1, a2) = min(b - a1, b - a2)).
+/// Specialise it or wrap with fn::nonincreasing_in<I>(f).
+template <class F, int I>
+struct is_nonincreasing_in : detail::wrapped_has<is_nonincreasing_in, F, I> {};
+template <>
+struct is_nonincreasing_in<fn::sub_fn, 1> : std::true_type {};
+template <int I, class F>
+struct is_nonincreasing_in<fn::nonincreasing_in_fn<I, F>, I> : std::true_type {};
+/// is_nonincreasing_in<F, I>::value for the unqualified F.
+template <class F, int I>
+inline constexpr bool is_nonincreasing_in_v = is_nonincreasing_in<std::remove_cvref_t<F>, I>::value;
+
 
 // ---------------------------------------------------------------------------------------
 // Rules, as constexpr functions over placement values: one source for the compile-time
@@ -248,42 +263,52 @@ struct functor_props {
   bool linear_in[2] = {false, false};  ///< linear in argument i with the other one fixed
   bool affine_in[2] = {false, false};  ///< affine in argument i with the other one fixed (linear ones are)
   bool nondecreasing_in[2] = {false, false};  ///< nondecreasing in argument i with the other one fixed
+  bool nonincreasing_in[2] = {false, false};  ///< nonincreasing in argument i with the other one fixed
 };
 
 /// Can the partial terms of argument i (placement p) go through f one by one, the other
-/// argument being the same on every rank (replicate, or absent for map)?
+/// argument being the same on every rank (replicate, or absent for map)? The placement
+/// the results are partial in, or replicate when they cannot.
 /// partial<sum> needs f linear in it, partial<avg> affine (the terms' weights sum to 1),
-/// partial<max|min> nondecreasing (f(max(x1, x2)) = max(f(x1), f(x2))), partial<prod> never.
-constexpr bool termwise(const placement_desc& p, const functor_props& f, int i) {
+/// partial<max|min> nondecreasing (f(max(x1, x2)) = max(f(x1), f(x2))) or nonincreasing
+/// (f(max(x1, x2)) = min(f(x1), f(x2)): max becomes min), partial<prod> never.
+constexpr placement_desc termwise(const placement_desc& p, const functor_props& f, int i) {
+  const placement_desc none = placement_desc::make_replicate();
   switch (p.op) {
-    case reduce_op::sum: return f.linear_in[i];
-    case reduce_op::avg: return f.affine_in[i];
+    case reduce_op::sum: return f.linear_in[i] ? p : none;
+    case reduce_op::avg: return f.affine_in[i] ? p : none;
     case reduce_op::max:
-    case reduce_op::min: return f.nondecreasing_in[i];
-    case reduce_op::prod: return false;
+    case reduce_op::min:
+      if (f.nondecreasing_in[i]) return p;
+      if (f.nonincreasing_in[i]) return placement_desc::make_partial(p.op == reduce_op::max ? reduce_op::min : reduce_op::max);
+      return none;
+    case reduce_op::prod: return none;
   }
-  return false;
+  return none;
 }
 
 /// map(x, f) on one axis with placement p.
 constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& f) {
-  if (!p.is_partial() || termwise(p, f, 0)) return {op_rule::ok, p};
+  if (!p.is_partial()) return {op_rule::ok, p};
+  const placement_desc y = termwise(p, f, 0);
+  if (y.is_partial()) return {op_rule::ok, y};
   return {additive_partial(p) ? op_rule::nonlinear_on_partial : op_rule::partial_not_termwise, p};
 }
 
 /// zip(a, b, f) on one axis: equal placements (on partial<sum|avg> f linear in (a, b)
 /// jointly), or one operand partial and the other replicate (f termwise in the partial
-/// one, which the output's placement then is).
+/// one; the output is partial, with the op termwise says).
 constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc& b, const functor_props& f) {
   if (a == b) {
     if (!a.is_partial()) return {op_rule::ok, a};
     if (!additive_partial(a)) return {op_rule::partial_not_termwise, a};
     return f.linear ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::nonlinear_on_partial, a};
   }
-  if (a.is_partial() && b.is_replicate())
-    return termwise(a, f, 0) ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::partial_with_replicate, a};
-  if (a.is_replicate() && b.is_partial())
-    return termwise(b, f, 1) ? axis_rule{op_rule::ok, b} : axis_rule{op_rule::partial_with_replicate, a};
+  const int k = a.is_partial() && b.is_replicate() ? 0 : a.is_replicate() && b.is_partial() ? 1 : -1;
+  if (k >= 0) {
+    const placement_desc y = termwise(k == 0 ? a : b, f, k);
+    return y.is_partial() ? axis_rule{op_rule::ok, y} : axis_rule{op_rule::partial_with_replicate, a};
+  }
   return {op_rule::layouts_differ, a};
 }
 
@@ -307,7 +332,7 @@ constexpr placement_desc bias_placement_for(const placement_desc& x, int rank) {
 constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank) {
   functor_props plus_bias;
   plus_bias.affine_in[0] = plus_bias.nondecreasing_in[0] = true;
-  if (x.is_partial() && !termwise(x, plus_bias, 0)) return {op_rule::bias_on_partial, x};
+  if (x.is_partial() && !termwise(x, plus_bias, 0).is_partial()) return {op_rule::bias_on_partial, x};
   if (!(b == bias_placement_for(x, rank))) return {op_rule::bias_placement, x};
   return {op_rule::ok, x};
 }
@@ -441,7 +466,8 @@ struct partial_not_termwise_on_mesh_axis {
                 "shardcast::map/zip/add/sub/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
                 "partial_not_termwise_on_mesh_axis<Axis, P, F>; such partial terms cannot be transformed or combined one by one "
                 "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)), except "
-                "that a map nondecreasing in x (fn::relu, fn::exp, fn::identity, fn::nondecreasing_in<0>(f)) keeps partial<max|min>. "
+                "that a map nondecreasing in x (fn::relu, fn::exp, fn::identity, fn::nondecreasing_in<0>(f)) keeps partial<max|min> "
+                "and a nonincreasing one (fn::nonincreasing_in<0>(f)) swaps them. "
                 "Redistribute to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x).");
 };
 
@@ -451,9 +477,10 @@ struct zip_partial_with_replicated_operand_on_mesh_axis {
                 "shardcast::zip/add/sub/mul/broadcast_zip: one operand is partial and the other replicate on the mesh axis named in "
                 "zip_partial_with_replicated_operand_on_mesh_axis<Axis, PA, PB, F>, and F is not known to commute with that partial "
                 "in the partial operand (the other one fixed): partial<sum> needs f linear in it (fn::mul, fn::div's numerator), "
-                "partial<avg> affine (also fn::add, fn::sub), partial<max|min> nondecreasing (fn::add, fn::sub's first operand), "
-                "partial<prod> is never combined. Redistribute the partial operand to replicate (all_reduce) on that axis first, or "
-                "declare the property: fn::linear_in<I>(f), fn::affine_in<I>(f), fn::nondecreasing_in<I>(f) for argument I.");
+                "partial<avg> affine (also fn::add, fn::sub), partial<max|min> nondecreasing (fn::add, fn::sub's first operand) or "
+                "nonincreasing (fn::sub's second operand; max becomes min), partial<prod> is never combined. Redistribute the partial "
+                "operand to replicate (all_reduce) on that axis first, or declare the property: fn::linear_in<I>(f), "
+                "fn::affine_in<I>(f), fn::nondecreasing_in<I>(f), fn::nonincreasing_in<I>(f) for argument I.");
 };
 
 template <int Axis, class PA, class PB>
@@ -558,13 +585,13 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
     case op_rule::partial_not_termwise:
       return head + "the tensor is " + pa + " on " + ax +
              "; partial<max|min|prod> terms cannot be transformed or combined one by one (only a map nondecreasing in x keeps "
-             "partial<max|min>), so redistribute to replicate (all_reduce) on that axis first";
+             "partial<max|min>, and a nonincreasing one swaps them), so redistribute to replicate (all_reduce) on that axis first";
     case op_rule::partial_with_replicate:
       return head + "on " + ax + " a is " + pa + " and b is " + pb +
              ", and the functor is not known to commute with the partial in that operand (partial<sum> needs it linear there, "
-             "partial<avg> affine, partial<max|min> nondecreasing, partial<prod> is never combined); redistribute the partial "
-             "operand to replicate (all_reduce) on that axis first, or declare the property with fn::linear_in<I>, "
-             "fn::affine_in<I> or fn::nondecreasing_in<I>";
+             "partial<avg> affine, partial<max|min> nondecreasing or nonincreasing, partial<prod> is never combined); "
+             "redistribute the partial operand to replicate (all_reduce) on that axis first, or declare the property with "
+             "fn::linear_in<I>, fn::affine_in<I>, fn::nondecreasing_in<I> or fn::nonincreasing_in<I>";
     case op_rule::mixed_partials:
       return head + "the result would be partial with different reduce ops on two mesh axes (the second is " + ax + ", where a is " +
              pa + " and b is " + pb + "); redistribute one operand's partial axes to replicate (all_reduce) first";
@@ -668,6 +695,8 @@ constexpr functor_props props_of() {
   p.affine_in[1] = is_affine_in_v<G, 1> && !int_div;
   p.nondecreasing_in[0] = is_nondecreasing_in_v<G, 0>;
   p.nondecreasing_in[1] = is_nondecreasing_in_v<G, 1>;
+  p.nonincreasing_in[0] = is_nonincreasing_in_v<G, 0>;
+  p.nonincreasing_in[1] = is_nonincreasing_in_v<G, 1>;
   if constexpr (std::is_void_v<TB>) {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;

@@ -3,9 +3,10 @@
 /// Elementwise functors for `map`/`zip` and the parallel layers, usable on the host and,
 /// compiled by nvcc, inside kernels (SHARDCAST_HOST_DEVICE). They live in
 /// `shardcast::fn` so that the tensor-level operators (`shardcast::add`, ...) keep the
-/// short names. `fn::linear(f)`, `fn::linear_in<I>(f)`, `fn::affine_in<I>(f)` and
-/// `fn::nondecreasing_in<I>(f)` wrap a functor with a property the layout rules read
-/// (which partial placements it may be applied to term by term; see ops/elementwise.hpp).
+/// short names. `fn::linear(f)`, `fn::linear_in<I>(f)`, `fn::affine_in<I>(f)`,
+/// `fn::nondecreasing_in<I>(f)` and `fn::nonincreasing_in<I>(f)` wrap a functor with a
+/// property the layout rules read (which partial placements it may be applied to term by
+/// term; see ops/elementwise.hpp).
 ///
 /// Narrow types (half, bfloat16, fp8) are computed in float: the functors convert with
 /// `static_cast`, so any type convertible to and from float works.
@@ -161,6 +162,8 @@ template <int I>
 struct affine_in;  ///< affine in argument I with the other one fixed
 template <int I>
 struct nondecreasing_in;  ///< nondecreasing in argument I with the other one fixed
+template <int I>
+struct nonincreasing_in;  ///< nonincreasing in argument I with the other one fixed
 }  // namespace property
 
 /// Functor F marked with property P for the layout rules (what fn::linear, fn::linear_in,
@@ -190,6 +193,9 @@ using affine_in_fn = marked<property::affine_in<I>, F>;
 /// F marked nondecreasing in argument I with the other fixed: x1 <= x2 implies f(x1, b) <= f(x2, b) for I = 0.
 template <int I, class F>
 using nondecreasing_in_fn = marked<property::nondecreasing_in<I>, F>;
+/// F marked nonincreasing in argument I with the other fixed: x1 <= x2 implies f(x1, b) >= f(x2, b) for I = 0.
+template <int I, class F>
+using nonincreasing_in_fn = marked<property::nonincreasing_in<I>, F>;
 
 /// Wraps `f` so that `map`/`zip` accept it on partial<sum|avg> axes. The library cannot
 /// check the claim: an affine map (`2 * x + 1`) marked linear gives wrong results there.
@@ -225,6 +231,13 @@ template <int I, class F>
 SHARDCAST_HOST_DEVICE constexpr nondecreasing_in_fn<I, F> nondecreasing_in(F f) {
   static_assert(I == 0 || I == 1, "shardcast::fn::nondecreasing_in<I>: I is the argument index, 0 or 1.");
   return nondecreasing_in_fn<I, F>{f};
+}
+/// Wraps `f` as nonincreasing in argument I: zip then takes a partial<max> operand I with a
+/// replicated other operand and gives partial<min>, and the reverse (map: x, with I = 0).
+template <int I, class F>
+SHARDCAST_HOST_DEVICE constexpr nonincreasing_in_fn<I, F> nonincreasing_in(F f) {
+  static_assert(I == 0 || I == 1, "shardcast::fn::nonincreasing_in<I>: I is the argument index, 0 or 1.");
+  return nonincreasing_in_fn<I, F>{f};
 }
 
 }  // namespace shardcast::fn
