@@ -245,6 +245,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
   const auto r_relu = each(a, [](T v) { return v > T(0) ? v : T(0); });
   const auto r_scale = each(a, [](T v) { return static_cast<T>(v * T(3)); });
   const auto r_twice = each(a, [](T v) { return static_cast<T>(v + v); });
+  const auto r_negate = each(a, [](T v) { return static_cast<T>(-v); });
   const auto r_add = each2(a, b, [](T u, T v) { return static_cast<T>(u + v); });
   const auto r_sub = each2(a, b, [](T u, T v) { return static_cast<T>(u - v); });
   const auto r_mul = each2(a, b, [](T u, T v) { return static_cast<T>(u * v); });
@@ -279,6 +280,9 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       check("scale 3", additive, [&] { return sc::scale(x, 3); }, r_scale);
       check("map linear", additive, [&] { return sc::map(x, sc::fn::linear([](T v) { return static_cast<T>(v + v); })); }, r_twice);
       check("map twice (not marked linear)", !partial, [&] { return sc::map(x, [](T v) { return static_cast<T>(v + v); }); }, r_twice);
+      // marked nonincreasing: partial<max> becomes partial<min>
+      check("map negate", optest::only_max_min_partials(l),
+            [&] { return sc::map(x, sc::fn::nonincreasing_in<0>([](T v) { return static_cast<T>(-v); })); }, r_negate);
       check("add", additive, [&] { return sc::add(x, y); }, r_add);
       check("sub", additive, [&] { return sc::sub(x, y); }, r_sub);
       check("mul", !partial, [&] { return sc::mul(x, y); }, r_mul);

@@ -74,6 +74,7 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
   const auto a = optest::ints<T>(n, 1), b = optest::ints<T>(n, 4), bias = optest::ints<T>(e[1], 2);
   using U = std::conditional_t<std::is_same_v<T, double>, float, double>;  // another element type
   const auto r_relu = optest::each(a, [](T v) { return v > T(0) ? v : T(0); });
+  const auto r_negate = optest::each(a, [](T v) { return static_cast<T>(-v); });
   const auto r_half = optest::each(a, [](T v) { return static_cast<U>(v) * U(0.5); });
   const auto r_scale = optest::each(a, [](T v) { return static_cast<T>(v * T(3)); });
   const auto r_add = optest::each2(a, b, [](T u, T v) { return u + v; });
@@ -128,6 +129,8 @@ void given_up_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, i
         }
       };
       check("map relu", optest::only_max_min_partials(l), true, [&](D&& z) { return sc::map(std::move(z), sc::fn::relu); }, r_relu);
+      check("map negate (partial<max> becomes partial<min>)", optest::only_max_min_partials(l), true,
+            [&](D&& z) { return sc::map(std::move(z), sc::fn::nonincreasing_in<0>([](T v) { return static_cast<T>(-v); })); }, r_negate);
       check("map to another type", !partial, false, [&](D&& z) { return sc::map(std::move(z), [](T v) { return static_cast<U>(v) * U(0.5); }); },
             r_half);
       check("scale 3", additive, true, [&](D&& z) { return sc::scale(std::move(z), 3); }, r_scale);
