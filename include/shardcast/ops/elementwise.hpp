@@ -1007,7 +1007,8 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
 /// @param f the functor; on a partial<sum|avg> axis it must be linear (is_linear_v<F>, e.g.
 ///        fn::scale(2.0f) or fn::linear(g); affine will do on partial<avg>); on
 ///        partial<max|min> it must be nondecreasing (fn::relu, fn::exp,
-///        fn::nondecreasing_in<0>(g)); on partial<prod> no map is allowed
+///        fn::nondecreasing_in<0>(g)), or nonincreasing (fn::nonincreasing_in<0>(g)),
+///        which swaps max and min in y's layout; on partial<prod> no map is allowed
 /// @param s stream for device meshes (host meshes ignore it)
 /// @throws layout_error for a dynamic_layout x whose layout makes f illegal (compile error otherwise)
 /// @code
