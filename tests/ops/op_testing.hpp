@@ -243,9 +243,11 @@ inline constexpr known k_mul{false, {true, true}, {true, true}, {false, false}};
 inline constexpr known k_div_float{false, {true, false}, {true, false}, {false, false}};
 inline constexpr known k_none{};
 
-/// The rule's view of a functor whose properties the test writes down by hand.
-constexpr sc::detail::functor_props props(const known& k) {
+/// The rule's view of a functor whose properties the test writes down by hand, over
+/// integer operands when `integers` (and not the identity).
+constexpr sc::detail::functor_props props(const known& k, bool integers = false) {
   sc::detail::functor_props p;
+  p.truncating_mean_in[0] = p.truncating_mean_in[1] = integers;
   p.linear = k.joint;
   for (int i = 0; i < 2; ++i) {
     p.linear_in[i] = k.lin[i];
@@ -261,14 +263,18 @@ constexpr sc::detail::functor_props props(const known& k) {
 /// partials only partial<sum|avg> with f jointly linear), or one partial and the other
 /// replicate with f linear (sum), affine (avg) or nondecreasing (max, min) in the partial
 /// operand, the output taking the partial (nonincreasing in it: max and min swap); and the
-/// output holds one partial op.
-constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& b, const known& f, sc::runtime_layout* out = nullptr) {
+/// output holds one partial op. On `integers` no partial<avg> operand is legal (its
+/// truncated mean commutes with nothing but the identity).
+constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& b, const known& f, sc::runtime_layout* out = nullptr,
+                         bool integers = false) {
   sc::runtime_layout y;
   y.naxes = a.naxes;
   int op = -1;
   for (int i = 0; i < a.naxes; ++i) {
     const pd pa = a[i], pb = b[i];
     pd py = pa;
+    const auto avg_of = [](const pd& p) { return p.kind == sc::placement_kind::partial && p.op == sc::reduce_op::avg; };
+    if (integers && (avg_of(pa) || avg_of(pb))) return false;
     if (pa == pb) {
       if (pa.kind == sc::placement_kind::partial && !(f.joint && (pa.op == sc::reduce_op::sum || pa.op == sc::reduce_op::avg))) return false;
     } else {

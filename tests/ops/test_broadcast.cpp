@@ -33,8 +33,10 @@ static_assert(std::is_same_v<sc::broadcast_zip_layout_t<sc::layout<Ps, S1>, sc::
 
 /// Is broadcast_zip<d>(a, b, f) legal, and with which output layout? Written from the
 /// rule, not from the library's code: where a is shard<d>, b must be replicate and y is
-/// shard<d>; elsewhere zip's rule (optest::zip_legal) for a functor known to be `k`.
-bool legal(const sc::runtime_layout& a, const sc::runtime_layout& b, int d, const optest::known& k, sc::runtime_layout* out = nullptr) {
+/// shard<d>; elsewhere zip's rule (optest::zip_legal) for a functor known to be `k`, over
+/// integers when `ints`.
+bool legal(const sc::runtime_layout& a, const sc::runtime_layout& b, int d, const optest::known& k, sc::runtime_layout* out = nullptr,
+           bool ints = false) {
   sc::runtime_layout a2 = a, b2 = b;
   for (int i = 0; i < a.naxes; ++i)
     if (a[i].kind == sc::placement_kind::shard && a[i].dim == d) {
@@ -42,7 +44,7 @@ bool legal(const sc::runtime_layout& a, const sc::runtime_layout& b, int d, cons
       a2[i] = b2[i] = pd::make_replicate();
     }
   sc::runtime_layout y;
-  if (!optest::zip_legal(a2, b2, k, &y)) return false;
+  if (!optest::zip_legal(a2, b2, k, &y, ints)) return false;
   for (int i = 0; i < a.naxes; ++i)
     if (a[i].kind == sc::placement_kind::shard && a[i].dim == d) y[i] = a[i];
   if (out) *out = y;
@@ -59,23 +61,24 @@ TEST_CASE("broadcast_zip rule: every placement pair on 1- to 3-axis meshes match
         for (const pd& pb : ps)
           for (int d = 0; d < 3; ++d)
             for (int fill = 0; fill < 3; ++fill)
-              for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none}) {
-              // The other axes hold legal pairs: (R, R), (S(e), S(e)) for e != d, (S(d), R).
-              const pd fa = fill == 0 ? pd::make_replicate() : fill == 1 ? pd::make_shard(d == 0 ? 1 : 0) : pd::make_shard(d);
-              const pd fb = fill == 1 ? fa : pd::make_replicate();
-              sc::runtime_layout a, b;
-              a.naxes = b.naxes = n;
-              for (int i = 0; i < n; ++i) a[i] = fa, b[i] = fb;
-              a[pos] = pa;
-              b[pos] = pb;
-              const auto r = sc::detail::broadcast_rules(a, b, d, optest::props(k));
-              sc::runtime_layout y;
-              const bool want = legal(a, b, d, k, &y);
-              CHECK_MESSAGE((r.err == sc::detail::op_rule::ok) == want, sc::to_string(a), " / ", sc::to_string(b), " along ", d);
-              if (want) CHECK(r.out == y);
-              if (!want && r.err != sc::detail::op_rule::ok) CHECK(r.axis == pos);
-              ++checked;
-            }
+              for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none})
+                for (const bool ints : {false, true}) {
+                  // The other axes hold legal pairs: (R, R), (S(e), S(e)) for e != d, (S(d), R).
+                  const pd fa = fill == 0 ? pd::make_replicate() : fill == 1 ? pd::make_shard(d == 0 ? 1 : 0) : pd::make_shard(d);
+                  const pd fb = fill == 1 ? fa : pd::make_replicate();
+                  sc::runtime_layout a, b;
+                  a.naxes = b.naxes = n;
+                  for (int i = 0; i < n; ++i) a[i] = fa, b[i] = fb;
+                  a[pos] = pa;
+                  b[pos] = pb;
+                  const auto r = sc::detail::broadcast_rules(a, b, d, optest::props(k, ints));
+                  sc::runtime_layout y;
+                  const bool want = legal(a, b, d, k, &y, ints);
+                  CHECK_MESSAGE((r.err == sc::detail::op_rule::ok) == want, sc::to_string(a), " / ", sc::to_string(b), " along ", d);
+                  if (want) CHECK(r.out == y);
+                  if (!want && r.err != sc::detail::op_rule::ok) CHECK(r.axis == pos);
+                  ++checked;
+                }
   CHECK(checked > 0);
 }
 
@@ -117,7 +120,7 @@ std::string one_case(const Mesh& m, const sc::runtime_layout& la, const sc::runt
   const auto b = optest::make_terms(m, lb, gb, eb);
   const auto a0 = optest::local_copy(a), b0 = optest::local_copy(b);
   sc::runtime_layout ly;
-  const bool want = legal(la, lb, d, k, &ly);
+  const bool want = legal(la, lb, d, k, &ly, std::is_integral_v<T>);
   const std::string what = sc::to_string(la) + " / " + sc::to_string(lb) + " along " + std::to_string(d) + ": ";
   std::string err;
   with_dim<static_cast<int>(R)>(d, [&](auto dc) {

@@ -36,7 +36,7 @@ constexpr pd P9[] = {pd::make_replicate(),         pd::make_shard(0),
                      pd::make_partial(sc::reduce_op::sum), pd::make_partial(sc::reduce_op::avg),
                      pd::make_partial(sc::reduce_op::max), pd::make_partial(sc::reduce_op::min),
                      pd::make_partial(sc::reduce_op::prod)};
-constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwise;
+constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwise, IM = E::integer_mean;
 //                                   R   S0  S1  S2  Ps  Pa  Pmax Pmin Pprod
 constexpr E map_nonlinear[9] = {ok, ok, ok, ok, NL, NL, NT, NT, NT};
 constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
@@ -44,6 +44,9 @@ constexpr E map_nondecreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};
 constexpr E map_affine[9] = {ok, ok, ok, ok, NL, ok, NT, NT, NT};
 constexpr E map_identity[9] = {ok, ok, ok, ok, ok, ok, ok, ok, NT};
 constexpr E map_nonincreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};  // max and min swap
+// Over integers a partial<avg> (index 5) takes no map but the identity: its value is a
+// truncated mean, trunc(sum / n).
+constexpr E over_ints(const E (&table)[9], int i) { return i == 5 ? IM : table[i]; }
 
 using optest::props;
 constexpr bool same_props(const sc::detail::functor_props& p, const optest::known& k) {
@@ -54,6 +57,12 @@ constexpr bool same_props(const sc::detail::functor_props& p, const optest::know
       return false;
   return p.linear == q.linear;
 }
+// Integer operands are flagged for every functor but the identity.
+static_assert(sc::detail::props_of<sc::fn::add_fn, int, float>().truncating_mean_in[0] &&
+              !sc::detail::props_of<sc::fn::add_fn, int, float>().truncating_mean_in[1] &&
+              !sc::detail::props_of<sc::fn::mul_fn, double, double>().truncating_mean_in[0] &&
+              sc::detail::props_of<sc::fn::scale_fn<double>, std::int64_t>().truncating_mean_in[0] &&
+              !sc::detail::props_of<sc::fn::identity_fn, int>().truncating_mean_in[0]);
 // The library's traits give the properties the tests write down for each functor.
 static_assert(same_props(sc::detail::props_of<sc::fn::add_fn, int, int>(), optest::k_add));
 static_assert(same_props(sc::detail::props_of<sc::fn::sub_fn, float, float>(), optest::k_sub));
@@ -96,12 +105,20 @@ constexpr bool map_table() {
           const auto x = at(n, pos, P9[i], fill);
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::gelu_fn, float>()), map_nonlinear[i], pos, x)) return false;
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::scale_fn<float>, float>()), map_linear[i], pos, x)) return false;
-          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::relu_fn, int>()), map_nondecreasing[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::relu_fn, float>()), map_nondecreasing[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::relu_fn, int>()), over_ints(map_nondecreasing, i), pos, x))
+            return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::scale_fn<int>, std::int64_t>()), over_ints(map_linear, i), pos, x))
+            return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<decltype(sc::fn::affine_in<0>(sc::fn::gelu)), int>()),
+                          over_ints(map_affine, i), pos, x))
+            return false;
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::exp_fn, float>()), map_nondecreasing[i], pos, x)) return false;
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<decltype(sc::fn::affine_in<0>(sc::fn::gelu)), float>()), map_affine[i],
                           pos, x))
             return false;
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::identity_fn, float>()), map_identity[i], pos, x)) return false;
+          if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<sc::fn::identity_fn, int>()), map_identity[i], pos, x)) return false;
           const auto swapped = at(n, pos, i == 6 ? P9[7] : i == 7 ? P9[6] : P9[i], fill);
           if (!verdict_is(sc::detail::map_rules(x, sc::detail::props_of<decltype(sc::fn::nonincreasing_in<0>(sc::fn::gelu)), float>()),
                           map_nonincreasing[i], pos, swapped))
@@ -120,18 +137,24 @@ constexpr bool zip_table() {
             // Which error an illegal pair gets: equal placements fail as a map would (not
             // linear, or not combinable term by term); a partial next to replicate fails
             // for the functor's lack of a property; anything else for the placements.
+            // Over integers, a partial<avg> operand fails for that, whatever the functor.
             const bool one_replicate = (i == 0 && P9[j].is_partial()) || (j == 0 && P9[i].is_partial());
-            for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none}) {
-              sc::runtime_layout y;
-              const bool legal = optest::zip_legal(a, b, k, &y);
-              const E fail = i == j ? (P9[i].op == sc::reduce_op::sum || P9[i].op == sc::reduce_op::avg ? NL : NT)
-                             : one_replicate ? E::partial_with_replicate
-                                             : E::layouts_differ;
-              if (!verdict_is(sc::detail::zip_rules(a, b, props(k)), legal ? ok : fail, pos, y)) return false;
-            }
+            for (const bool ints : {false, true})
+              for (const optest::known& k : {optest::k_add, optest::k_sub, optest::k_mul, optest::k_div_float, optest::k_none}) {
+                sc::runtime_layout y;
+                const bool legal = optest::zip_legal(a, b, k, &y, ints);
+                const bool int_mean = ints && (i == j || one_replicate) && (i == 5 || j == 5);
+                const E fail = int_mean  ? IM
+                               : i == j  ? (P9[i].op == sc::reduce_op::sum || P9[i].op == sc::reduce_op::avg ? NL : NT)
+                               : one_replicate ? E::partial_with_replicate
+                                               : E::layouts_differ;
+                if (!verdict_is(sc::detail::zip_rules(a, b, props(k, ints)), legal ? ok : fail, pos, y)) return false;
+              }
             // mul(x, s) with a rank-0 s: s must be replicate; x like a linear map
             const E smul_want = j != 0 ? E::scalar_not_replicated : map_linear[i];
-            if (!verdict_is(sc::detail::scalar_mul_rules(a, at(n, pos, P9[j], pd::make_replicate())), smul_want, pos, a)) return false;
+            const auto s = at(n, pos, P9[j], pd::make_replicate());
+            if (!verdict_is(sc::detail::scalar_mul_rules(a, s), smul_want, pos, a)) return false;
+            if (!verdict_is(sc::detail::scalar_mul_rules(a, s, true), j != 0 ? smul_want : over_ints(map_linear, i), pos, a)) return false;
           }
   return true;
 }
@@ -145,6 +168,7 @@ constexpr bool bias_table() {
           const auto b = at(n, pos, P9[j], pd::make_replicate());  // x shard<0> of rank 3 needs bias replicate
           const E want = bias_needs[i] < 0 ? E::bias_on_partial : bias_needs[i] == j ? E::ok : E::bias_placement;
           if (!verdict_is(sc::detail::bias_rules(x, b, 3), want, pos, x)) return false;
+          if (!verdict_is(sc::detail::bias_rules(x, b, 3, true), i == 5 ? IM : want, pos, x)) return false;  // integers
           // the layout bias_layout_t names is always the accepted one when x is not partial
           if (bias_needs[i] >= 0 && !(sc::detail::bias_layout_for(x, 3) == at(n, pos, P9[bias_needs[i]], pd::make_replicate())))
             return false;
@@ -263,7 +287,10 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       const auto& l = ls[li];
       const auto x = optest::make_terms(m, l, a, e), y = optest::make_terms(m, l, b, e);
       const auto x_before = optest::local_copy(x), y_before = optest::local_copy(y), s0_before = optest::local_copy(s0);
-      const bool partial = has_partial(l), additive = only_additive_partials(l);
+      const bool partial = has_partial(l);
+      // over integers a partial<avg> takes nothing but the identity (its mean truncates)
+      const bool int_avg = std::is_integral_v<T> && optest::has_partial_op(l, sc::reduce_op::avg);
+      const bool additive = only_additive_partials(l) && !int_avg;
       auto check = [&](const char* what, bool legal, auto&& op, const std::vector<T>& ref) {
         if (legal) {
           const std::string err = optest::compare_global(op(), ref);
@@ -277,6 +304,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
         }
       };
       check("map relu", optest::only_max_min_partials(l), [&] { return sc::map(x, sc::fn::relu); }, r_relu);
+      check("map identity", true, [&] { return sc::map(x, sc::fn::identity); }, a);
       check("scale 3", additive, [&] { return sc::scale(x, 3); }, r_scale);
       check("map linear", additive, [&] { return sc::map(x, sc::fn::linear([](T v) { return static_cast<T>(v + v); })); }, r_twice);
       check("map twice (not marked linear)", !partial, [&] { return sc::map(x, [](T v) { return static_cast<T>(v + v); }); }, r_twice);
@@ -291,12 +319,13 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       const auto bl = sc::detail::bias_layout_for(l, 2);
       const auto bt = sc::distribute(m, bl, bias, std::array<std::int64_t, 1>{e[1]});
       const auto bt_before = optest::local_copy(bt);
-      check("bias_add", !optest::has_partial_op(l, sc::reduce_op::sum), [&] { return sc::bias_add(x, bt); }, r_bias);
+      check("bias_add", !optest::has_partial_op(l, sc::reduce_op::sum) && !int_avg, [&] { return sc::bias_add(x, bt); }, r_bias);
       // Misuse on the same layouts: unequal operand layouts, a bias in the wrong layout.
       const auto& other = ls[(li + 1) % ls.size()];
       if (!(other == l)) {
         const auto z = sc::distribute(m, other, b, e);
-        check("add of unequal layouts", optest::zip_legal(l, other, optest::k_add), [&] { return sc::add(x, z); }, r_add);
+        check("add of unequal layouts", optest::zip_legal(l, other, optest::k_add, nullptr, std::is_integral_v<T>), [&] { return sc::add(x, z); },
+              r_add);
       }
       const auto wrong_bias = sc::distribute(m, l[0].is_shard(1) ? all_r : sc::runtime_layout(at(N, 0, pd::make_shard(0), pd::make_replicate())),
                                              bias, std::array<std::int64_t, 1>{e[1]});
@@ -390,7 +419,7 @@ void mixed_pairs(std::array<int, N> shape, std::array<std::int64_t, 2> e, std::i
         auto one = [&](const char* what, const optest::known& k, auto&& op, auto g) {
           const std::string pair = std::string(what) + " of " + sc::to_string(ls[i]) + " and " + sc::to_string(ls[j]) + ": ";
           sc::runtime_layout want;
-          const bool legal = optest::zip_legal(ls[i], ls[j], k, &want);
+          const bool legal = optest::zip_legal(ls[i], ls[j], k, &want, std::is_integral_v<T>);
           try {
             auto z = op();
             if (!legal) return f.add(comm.rank(), pair + "accepted an illegal pair");
@@ -472,6 +501,52 @@ TEST_CASE("zip of a partial and a replicated operand through the compile-time AP
     // a row-parallel output (partial<sum>) scaled by a replicated per-element gate, then reduced
     auto g = sc::redistribute<sc::layout<R, S0>>(sc::mul(p, r));
     f.add(comm.rank(), optest::compare_global(g, prod));
+  });
+  f.report();
+}
+
+// An integer partial<avg> is the truncated mean of its terms. Terms whose sum is odd make
+// every operation but the identity differ from the same operation on the mean, so map,
+// scale, mul, add and bias_add refuse it (layout_error here, a compile error for static
+// layouts); redistributing to replicate first gives the reference.
+TEST_CASE_TEMPLATE("partial<avg> of integers takes only the identity", T, int, std::int64_t) {
+  const std::vector<T> t0{1, -1, 3, 5, -7, 0}, t1{0, 0, 0, 2, 2, 0};  // rank 0's and rank 1's terms
+  std::vector<T> mean(6);
+  for (std::size_t i = 0; i < 6; ++i) mean[i] = static_cast<T>((t0[i] + t1[i]) / 2);  // trunc: {0, 0, 1, 3, -2, 0}
+  const auto twice = each(mean, [](T v) { return static_cast<T>(2 * v); });
+  const auto plus_bias = rows_plus(mean, std::vector<T>{1, 1, 1});
+  // what running the terms through would give: trunc((2 t0 + 2 t1) / 2) = t0 + t1, ...
+  CHECK(each2(t0, t1, [](T u, T v) { return static_cast<T>(u + v); }) != twice);
+  optest::failures f;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+    const sc::runtime_layout pa{pd::make_partial(sc::reduce_op::avg)}, r{pd::make_replicate()};
+    auto x = sc::distribute(m, pa, std::vector<T>(6), std::array<std::int64_t, 2>{2, 3});
+    std::copy_n((comm.rank() == 0 ? t0 : t1).data(), 6, x.data());
+    const auto y = sc::distribute(m, pa, std::vector<T>(6, T(1)), std::array<std::int64_t, 2>{2, 3});
+    const auto s = sc::distribute(m, r, std::vector<T>{T(2)}, std::array<std::int64_t, 0>{});
+    const auto bias = sc::distribute(m, r, std::vector<T>{1, 1, 1}, std::array<std::int64_t, 1>{3});
+    const auto before = optest::local_copy(x);
+    auto refused = [&](const char* what, auto&& op) {
+      try {
+        (void)op();
+        f.add(comm.rank(), std::string(what) + ": accepted an integer partial<avg>");
+      } catch (const sc::layout_error& e) {
+        if (std::string(e.what()).find("integral element type on mesh axis 0") == std::string::npos)
+          f.add(comm.rank(), std::string(what) + ": unexpected message: " + e.what());
+      }
+    };
+    refused("scale", [&] { return sc::scale(x, 2); });
+    refused("map linear", [&] { return sc::map(x, sc::fn::linear([](T v) { return static_cast<T>(v + v); })); });
+    refused("mul by rank-0", [&] { return sc::mul(x, s); });
+    refused("add", [&] { return sc::add(x, y); });
+    refused("add a replicated operand", [&] { return sc::add(x, sc::redistribute(y, r)); });
+    refused("bias_add", [&] { return sc::bias_add(x, bias); });
+    f.add(comm.rank(), optest::compare_global(sc::map(x, sc::fn::identity), mean));
+    const auto xr = sc::redistribute(x, r);  // the mean, then the operation
+    f.add(comm.rank(), optest::compare_global(sc::scale(xr, 2), twice));
+    f.add(comm.rank(), optest::compare_global(sc::bias_add(xr, bias), plus_bias));
+    if (optest::local_copy(x) != before) f.add(comm.rank(), "x changed");
   });
   f.report();
 }

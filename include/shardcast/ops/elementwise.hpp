@@ -30,7 +30,10 @@
 /// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
 /// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
 /// Two partial<max|min|prod> operands are never combined term by term, and partial<prod>
-/// takes no map: redistribute first.
+/// takes no map: redistribute first. A partial<avg> of integers takes nothing but
+/// fn::identity (no map, zip, scale, mul or bias_add): its value is the truncated mean
+/// trunc((x1 + ... + xn) / n), which no other function commutes with
+/// (`partial_avg_of_integers_on_mesh_axis<Axis, P, F>`).
 ///
 /// @code
 ///   // 2x2 mesh, x: layout<shard<0>, shard<1>> [m, n], bias: layout<replicate, shard<0>> [n]
@@ -237,6 +240,7 @@ enum class op_rule : std::uint8_t {
   broadcast_placement,      ///< broadcast_zip<D>: b's placement is not the one a's placement needs
   partial_with_replicate,   ///< zip family: one operand partial, the other replicate, and f lacks the property the partial needs
   mixed_partials,           ///< zip family: the result would be partial with different reduce ops on two axes
+  integer_mean,             ///< map/zip family/mul/bias_add: a partial<avg> of integers would go through something other than the identity
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -264,7 +268,17 @@ struct functor_props {
   bool affine_in[2] = {false, false};  ///< affine in argument i with the other one fixed (linear ones are)
   bool nondecreasing_in[2] = {false, false};  ///< nondecreasing in argument i with the other one fixed
   bool nonincreasing_in[2] = {false, false};  ///< nonincreasing in argument i with the other one fixed
+  /// Argument i holds integers and f is not the identity. A partial<avg> of integers ends
+  /// in an integer division, trunc((x1 + ... + xn) / n), and no map or combination but the
+  /// identity commutes with it (2 * trunc(1 / 2) = 0, trunc((2 * 1 + 2 * 0) / 2) = 1), so
+  /// such an operand is refused whatever f's other properties.
+  bool truncating_mean_in[2] = {false, false};
 };
+
+/// Is argument i a partial<avg> of integers that f would transform?
+constexpr bool integer_mean_through(const placement_desc& p, const functor_props& f, int i) {
+  return p.is_partial() && p.op == reduce_op::avg && f.truncating_mean_in[i];
+}
 
 /// Can the partial terms of argument i (placement p) go through f one by one, the other
 /// argument being the same on every rank (replicate, or absent for map)? The placement
@@ -290,6 +304,7 @@ constexpr placement_desc termwise(const placement_desc& p, const functor_props& 
 /// map(x, f) on one axis with placement p.
 constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& f) {
   if (!p.is_partial()) return {op_rule::ok, p};
+  if (integer_mean_through(p, f, 0)) return {op_rule::integer_mean, p};
   const placement_desc y = termwise(p, f, 0);
   if (y.is_partial()) return {op_rule::ok, y};
   return {additive_partial(p) ? op_rule::nonlinear_on_partial : op_rule::partial_not_termwise, p};
@@ -301,22 +316,25 @@ constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& 
 constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc& b, const functor_props& f) {
   if (a == b) {
     if (!a.is_partial()) return {op_rule::ok, a};
+    if (integer_mean_through(a, f, 0) || integer_mean_through(b, f, 1)) return {op_rule::integer_mean, a};
     if (!additive_partial(a)) return {op_rule::partial_not_termwise, a};
     return f.linear ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::nonlinear_on_partial, a};
   }
   const int k = a.is_partial() && b.is_replicate() ? 0 : a.is_replicate() && b.is_partial() ? 1 : -1;
   if (k >= 0) {
+    if (integer_mean_through(k == 0 ? a : b, f, k)) return {op_rule::integer_mean, a};
     const placement_desc y = termwise(k == 0 ? a : b, f, k);
     return y.is_partial() ? axis_rule{op_rule::ok, y} : axis_rule{op_rule::partial_with_replicate, a};
   }
   return {op_rule::layouts_differ, a};
 }
 
-/// mul(x, s) with a rank-0 s on one axis.
-constexpr axis_rule scalar_mul_axis_rule(const placement_desc& x, const placement_desc& s) {
+/// mul(x, s) with a rank-0 s on one axis; `integers`: x's element type is integral.
+constexpr axis_rule scalar_mul_axis_rule(const placement_desc& x, const placement_desc& s, bool integers) {
   if (!s.is_replicate()) return {op_rule::scalar_not_replicated, x};
   functor_props times_s;  // x * s for a replicated s: linear in x (s's sign is not known)
   times_s.linear = times_s.linear_in[0] = times_s.affine_in[0] = true;
+  times_s.truncating_mean_in[0] = integers;
   return map_axis_rule(x, times_s);
 }
 
@@ -328,10 +346,13 @@ constexpr placement_desc bias_placement_for(const placement_desc& x, int rank) {
 
 /// bias_add(x, bias) on one axis, x of rank `rank`. On a partial x the bias is replicate
 /// and added to every term: right for partial<avg|max|min> (x + b is affine and
-/// nondecreasing in x), once per term too many for partial<sum|prod>.
-constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank) {
+/// nondecreasing in x; for avg, x of a floating-point type), once per term too many for
+/// partial<sum|prod>. `integers`: x's element type is integral.
+constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank, bool integers) {
   functor_props plus_bias;
   plus_bias.affine_in[0] = plus_bias.nondecreasing_in[0] = true;
+  plus_bias.truncating_mean_in[0] = integers;
+  if (integer_mean_through(x, plus_bias, 0)) return {op_rule::integer_mean, x};
   if (x.is_partial() && !termwise(x, plus_bias, 0).is_partial()) return {op_rule::bias_on_partial, x};
   if (!(b == bias_placement_for(x, rank))) return {op_rule::bias_placement, x};
   return {op_rule::ok, x};
@@ -377,11 +398,11 @@ constexpr layout_rule no_mixed_partials(layout_rule r) {
 constexpr layout_rule zip_rules(const runtime_layout& a, const runtime_layout& b, const functor_props& f) {
   return no_mixed_partials(fold_axes(a.naxes, [&](int i) { return zip_axis_rule(a[i], b[i], f); }));
 }
-constexpr layout_rule scalar_mul_rules(const runtime_layout& x, const runtime_layout& s) {
-  return fold_axes(x.naxes, [&](int a) { return scalar_mul_axis_rule(x[a], s[a]); });
+constexpr layout_rule scalar_mul_rules(const runtime_layout& x, const runtime_layout& s, bool integers = false) {
+  return fold_axes(x.naxes, [&](int a) { return scalar_mul_axis_rule(x[a], s[a], integers); });
 }
-constexpr layout_rule bias_rules(const runtime_layout& x, const runtime_layout& b, int rank) {
-  return fold_axes(x.naxes, [&](int a) { return bias_axis_rule(x[a], b[a], rank); });
+constexpr layout_rule bias_rules(const runtime_layout& x, const runtime_layout& b, int rank, bool integers = false) {
+  return fold_axes(x.naxes, [&](int a) { return bias_axis_rule(x[a], b[a], rank, integers); });
 }
 /// The layout whose placement on each axis is p(x's placement there).
 template <class P>
@@ -516,6 +537,17 @@ struct mul_scalar_not_replicated_on_mesh_axis {
                 "e.g. s2 = redistribute<layout<replicate, replicate>>(s).");
 };
 
+template <int Axis, class P, class F>
+struct partial_avg_of_integers_on_mesh_axis {
+  static_assert(!std::is_same_v<P, P>,
+                "shardcast::map/zip/add/sub/mul/scale/bias_add/broadcast_zip: the tensor is partial<avg> with an integral element "
+                "type on the mesh axis named in partial_avg_of_integers_on_mesh_axis<Axis, P, F>. Its value is the truncated "
+                "integer mean trunc((x1 + ... + xn) / n), which no map or combination but the identity commutes with "
+                "(2 * trunc(1 / 2) = 0, but trunc((2 * 1 + 2 * 0) / 2) = 1), whatever f's declared properties. Redistribute "
+                "it to replicate (all_reduce) on that axis first, e.g. x2 = redistribute<layout<..., replicate, ...>>(x), "
+                "or hold the terms in a floating-point type.");
+};
+
 /// Picks the error struct for verdict E (only instantiated when E != ok).
 template <op_rule E, int Axis, class PA, class PB, class F>
 struct elementwise_error {};
@@ -537,6 +569,9 @@ template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::partial_with_replicate, Axis, PA, PB, F> : zip_partial_with_replicated_operand_on_mesh_axis<Axis, PA, PB, F> {};
 template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::mixed_partials, Axis, PA, PB, F> : zip_result_mixes_partial_ops_on_mesh_axis<Axis, PA, PB> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::integer_mean, Axis, PA, PB, F>
+    : partial_avg_of_integers_on_mesh_axis<Axis, std::conditional_t<std::is_same_v<PA, partial<avg>>, PA, PB>, F> {};
 
 /// `type` is layout_from<R.out>::type when the verdict is ok, else the error struct's (after its static_assert).
 template <class L, int Axis>
@@ -592,6 +627,11 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              "partial<avg> affine, partial<max|min> nondecreasing or nonincreasing, partial<prod> is never combined); "
              "redistribute the partial operand to replicate (all_reduce) on that axis first, or declare the property with "
              "fn::linear_in<I>, fn::affine_in<I>, fn::nondecreasing_in<I> or fn::nonincreasing_in<I>";
+    case op_rule::integer_mean:
+      return head + "the tensor is partial<avg> with an integral element type on " + ax +
+             "; its value is the truncated integer mean trunc((x1 + ... + xn) / n), which no map or combination but the identity "
+             "commutes with (2 * trunc(1 / 2) = 0, but trunc((2 * 1 + 2 * 0) / 2) = 1), so redistribute it to replicate "
+             "(all_reduce) on that axis first, or hold the terms in a floating-point type";
     case op_rule::mixed_partials:
       return head + "the result would be partial with different reduce ops on two mesh axes (the second is " + ax + ", where a is " +
              pa + " and b is " + pb + "); redistribute one operand's partial axes to replicate (all_reduce) first";
@@ -682,7 +722,8 @@ using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&
 namespace detail {
 /// The properties of functor F the rules read, for a map over elements of type TA (TB
 /// void) or a zip over TA and TB. fn::div with an integral operand is not linear or affine
-/// in anything (integer division truncates).
+/// in anything (integer division truncates); an integral operand other than fn::identity's
+/// may not be partial<avg> (truncating_mean_in).
 template <class F, class TA, class TB = void>
 constexpr functor_props props_of() {
   using G = std::remove_cvref_t<F>;
@@ -697,6 +738,10 @@ constexpr functor_props props_of() {
   p.nondecreasing_in[1] = is_nondecreasing_in_v<G, 1>;
   p.nonincreasing_in[0] = is_nonincreasing_in_v<G, 0>;
   p.nonincreasing_in[1] = is_nonincreasing_in_v<G, 1>;
+  if constexpr (!std::is_same_v<G, fn::identity_fn>) {
+    p.truncating_mean_in[0] = std::is_integral_v<TA>;
+    if constexpr (!std::is_void_v<TB>) p.truncating_mean_in[1] = std::is_integral_v<TB>;
+  }
   if constexpr (std::is_void_v<TB>) {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;
@@ -713,7 +758,8 @@ constexpr functor_props props_of() {
 /// The layout of map(x, f) for x of layout L (an error names the axis when illegal).
 /// @tparam L x's layout, a layout<...>
 /// @tparam F the functor type
-/// @tparam T the element type (it matters only for fn::div, which is not linear on integers)
+/// @tparam T the element type (it matters for fn::div, which is not linear on integers, and
+///           for partial<avg>, which a map over integers refuses unless f is fn::identity)
 template <class L, class F, class T = float>
 struct map_layout {
   static_assert(layout_type<L>, "shardcast::map_layout: L must be a compile-time layout<P...>.");
@@ -727,7 +773,8 @@ using map_layout_t = typename map_layout<L, F, T>::type;
 /// two are equal, the partial one's where one is partial and the other replicate.
 /// @tparam LA, LB the operands' layouts (layout<P...>, same number of axes)
 /// @tparam F the functor type (add_fn, sub_fn, mul_fn, a user functor)
-/// @tparam TA, TB the element types (they matter only for fn::div, which is not linear on integers)
+/// @tparam TA, TB the element types (they matter for fn::div, which is not linear on
+///                integers, and for partial<avg> operands, which integers refuse)
 /// Examples: zip_layout_t<layout<partial<sum>>, layout<partial<sum>>, fn::add_fn> is
 /// layout<partial<sum>>; zip_layout_t<layout<replicate, shard<0>>, layout<partial<sum>, shard<0>>, fn::mul_fn>
 /// is layout<partial<sum>, shard<0>>.
@@ -751,16 +798,17 @@ using bias_layout_t = typename detail::layout_from<detail::bias_layout_for(LX::d
 /// @tparam LX x's layout
 /// @tparam LB the bias's layout
 /// @tparam R x's rank
+/// @tparam T the element type (a partial<avg> x of integers is refused)
 /// Example: bias_add_layout_t<layout<shard<1>, shard<1>>, layout<shard<0>, shard<0>>, 2> is layout<shard<1>, shard<1>>.
-template <class LX, class LB, int R>
+template <class LX, class LB, int R, class T = float>
 struct bias_add_layout {
   static_assert(layout_type<LX> && layout_type<LB>, "shardcast::bias_add_layout: LX and LB must be compile-time layouts layout<P...>.");
   static_assert(LX::naxes == LB::naxes, "shardcast::bias_add: x's and the bias's layouts have different numbers of mesh axes; both must live on the same mesh.");
-  using type = typename detail::checked_layout<detail::bias_rules(LX::desc, LB::desc, R), LX, LB, void>::type;
+  using type = typename detail::checked_layout<detail::bias_rules(LX::desc, LB::desc, R, std::is_integral_v<T>), LX, LB, void>::type;
 };
-/// Shorthand for bias_add_layout<LX, LB, R>::type.
-template <class LX, class LB, int R>
-using bias_add_layout_t = typename bias_add_layout<LX, LB, R>::type;
+/// Shorthand for bias_add_layout<LX, LB, R, T>::type.
+template <class LX, class LB, int R, class T = float>
+using bias_add_layout_t = typename bias_add_layout<LX, LB, R, T>::type;
 
 // ---------------------------------------------------------------------------------------
 // Operators
@@ -918,11 +966,11 @@ constexpr void check_binary_types() {
                                       "(for a rank-0 factor use mul(x, s) or scale(x, s), for a row vector bias_add(x, bias)).");
 }
 
-/// The layout of mul(x, s) for a rank-0 s (x's layout when legal).
-template <class LX, class LS>
+/// The layout of mul(x, s) for a rank-0 s (x's layout when legal); T: x's element type.
+template <class LX, class LS, class T = float>
 struct scalar_mul_layout {
   static_assert(LX::naxes == LS::naxes, "shardcast::mul(x, s): x's and s's layouts have different numbers of mesh axes; both must live on the same mesh.");
-  using type = typename checked_layout<scalar_mul_rules(LX::desc, LS::desc), LX, LS, fn::mul_fn>::type;
+  using type = typename checked_layout<scalar_mul_rules(LX::desc, LS::desc, std::is_integral_v<T>), LX, LS, fn::mul_fn>::type;
 };
 
 template <bool Given, class X, class TS, class LS, class Mesh>
@@ -936,11 +984,11 @@ auto scalar_mul_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::st
   expect_same_mesh(who, x.mesh(), sc.mesh(), "x", "s");
   runtime_layout ly = x.layout();
   if constexpr (dyn) {
-    const layout_rule r = scalar_mul_rules(x.layout(), sc.layout());
+    const layout_rule r = scalar_mul_rules(x.layout(), sc.layout(), std::is_integral_v<TX>);
     expect_legal(who, r, x.layout(), sc.layout());
     ly = r.out;
   }
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, scalar_mul_layout<LX, LS>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, scalar_mul_layout<LX, LS, TX>>::type;
   const TX* const in = x.data();
   const TS* const factor = sc.data();
   const std::size_t n = x.local_size();
@@ -976,14 +1024,14 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
                        describe_extents(bias.global_extents()) + "; the bias needs x's last extent " + std::to_string(ex[R - 1]));
   runtime_layout ly = x.layout();
   if constexpr (dyn) {
-    const layout_rule r = bias_rules(x.layout(), bias.layout(), R);
+    const layout_rule r = bias_rules(x.layout(), bias.layout(), R, std::is_integral_v<T>);
     if (r.err == op_rule::bias_placement)
       throw layout_error(std::string(who) + ": on mesh axis " + std::to_string(r.axis) + " x is " + to_string(x.layout()[r.axis]) +
                          " and the bias is " + to_string(bias.layout()[r.axis]) + "; for x \"" + to_string(x.layout()) +
                          "\" the bias layout must be \"" + to_string(bias_layout_for(x.layout(), R)) + "\", so redistribute the bias first");
     expect_legal(who, r, x.layout(), bias.layout());
   }
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, bias_add_layout<LX, LB, R>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, bias_add_layout<LX, LB, R, T>>::type;
   const box &bx = x.local_box(), &bb = bias.local_box();
   SHARDCAST_EXPECTS(bx.off[R - 1] == bb.off[0] && bx.ext[R - 1] == bb.ext[0],
                     std::string(who) + ": the local pieces of x and the bias do not line up along x's last dim");
@@ -1008,7 +1056,8 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
 ///        fn::scale(2.0f) or fn::linear(g); affine will do on partial<avg>); on
 ///        partial<max|min> it must be nondecreasing (fn::relu, fn::exp,
 ///        fn::nondecreasing_in<0>(g)), or nonincreasing (fn::nonincreasing_in<0>(g)),
-///        which swaps max and min in y's layout; on partial<prod> no map is allowed
+///        which swaps max and min in y's layout; on partial<prod> no map is allowed, and
+///        on partial<avg> of an integral T none but fn::identity
 /// @param s stream for device meshes (host meshes ignore it)
 /// @throws layout_error for a dynamic_layout x whose layout makes f illegal (compile error otherwise)
 /// @code
@@ -1037,10 +1086,12 @@ auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
 }
 
 /// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
-/// (each partial term is scaled); partial<max|min|prod> is refused at compile time.
+/// (each partial term is scaled); partial<max|min|prod>, and partial<avg> of an integral T
+/// (its truncated mean does not scale), are refused at compile time.
 /// @param factor converted to T at each element
 /// @param s stream for device meshes
-/// @throws layout_error for a dynamic_layout x with a partial<max|min|prod> axis
+/// @throws layout_error for a dynamic_layout x with a partial<max|min|prod> axis (or
+///         partial<avg>, T integral)
 /// @code
 ///   auto q = sc::scale(p /* layout<partial<sum>> */, 0.5);  // layout<partial<sum>>
 /// @endcode
@@ -1143,7 +1194,7 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
 ///   operand is partial<sum|avg> and the other replicate the product is that partial;
 /// - b of rank 0 (a scalar dtensor), replicated on every axis: a may also be
 ///   partial<sum|avg> (a partial sum times a replicated scalar is the sum of the scaled
-///   terms), y has a's layout.
+///   terms; partial<avg> for floating-point types only), y has a's layout.
 /// Operands the caller gives up: as for add (a rank-0 b given up is only left empty).
 /// @throws layout_error for different meshes or global extents
 /// @code
@@ -1160,7 +1211,8 @@ auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 /// x shard<R-1> needs bias shard<0>; x replicate or shard<d> (d < R-1) needs bias
 /// replicate; x partial<avg|max|min> needs bias replicate (every term gets the bias, which
 /// is right for a mean, a maximum or a minimum); x partial<sum|prod> is refused (the bias
-/// would be added once per partial term).
+/// would be added once per partial term), and so is partial<avg> of integers (its mean
+/// truncates: trunc((-1 + 2) / 2) = 0 but trunc(-1 / 2) + 1 = 1).
 /// y has x's layout.
 /// @param x rank R >= 1 (unchanged; an x the caller gives up is left empty, and y takes
 ///        its storage when x owns it alone: see map of a given-up tensor)
