@@ -83,6 +83,12 @@ SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor)
     dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
 }
 
+template <class T>
+SHARDCAST_KERNEL void divide_kernel(T* __restrict__ dst, std::size_t n, T divisor) {
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+    dst[i] = static_cast<T>(dst[i] / divisor);
+}
+
 /// The rows of `p` with the unit kernel.
 inline void copy_rows_kernel(const unsigned char* src, unsigned char* dst, const region_plan& p, cudaStream_t s) {
   constexpr unsigned block = 256;
@@ -175,6 +181,14 @@ void scale_elements(T* dst, std::size_t n, T factor, cudaStream_t s) {
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
+/// dst[i] /= divisor for i < n (integer types: truncating), stream-ordered.
+template <class T>
+void divide_elements(T* dst, std::size_t n, T divisor, cudaStream_t s) {
+  if (n == 0) return;
+  detail::divide_kernel<T><<<detail::grid_for(std::int64_t(n), 256), 256, 0, s>>>(dst, n, divisor);
+  SHARDCAST_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace shardcast::device
 
 namespace shardcast::detail {
@@ -210,6 +224,8 @@ struct memory_ops<device_memory> {
   static void fill(T* dst, std::size_t n, T value, cudaStream_t s) { device::fill_elements(dst, n, value, s); }
   template <class T>
   static void scale(T* dst, std::size_t n, T factor, cudaStream_t s) { device::scale_elements(dst, n, factor, s); }
+  template <class T>
+  static void divide(T* dst, std::size_t n, T divisor, cudaStream_t s) { device::divide_elements(dst, n, divisor, s); }
   template <class T>
   static void to_host(T* host_dst, const T* src, std::size_t n, cudaStream_t s) {
     if (n == 0) return;

@@ -191,6 +191,20 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
     g.out_elems = std::max(g.out_elems, sg.stage_out);
     cur = sg.nb;
   }
+  // Several reductions with avg (reduce_scatter on one axis, all_reduce on another): all but
+  // the last sum, and the last divides by the product of the summed groups' sizes too, so
+  // that a mean of integers truncates once (see step_geometry::avg_divisor).
+  int last_avg = -1, summed = 1;
+  for (int i = 0; i < nsteps; ++i) {
+    const step& st = steps[i];
+    if ((st.kind != step_kind::reduce_scatter && st.kind != step_kind::all_reduce) || st.op != reduce_op::avg) continue;
+    if (last_avg >= 0) {
+      g.steps[static_cast<std::size_t>(last_avg)].sums_avg = true;
+      summed *= g.steps[static_cast<std::size_t>(last_avg)].n;
+    }
+    last_avg = i;
+  }
+  if (last_avg >= 0) g.steps[static_cast<std::size_t>(last_avg)].avg_divisor = summed;
   return g;
 }
 
@@ -247,7 +261,10 @@ class executor {
     T* out = Last ? result(sg) : output(i, sg);
     if constexpr (K == step_kind::all_gather) all_gather(sg, out);
     else if constexpr (K == step_kind::reduce_scatter) reduce_scatter(st, sg, out);
-    else if constexpr (K == step_kind::all_reduce) comm(sg).all_reduce(in_, out, sg.in_elems, st.op, s_);
+    else if constexpr (K == step_kind::all_reduce) {
+      comm(sg).all_reduce(in_, out, sg.in_elems, op_of(st, sg), s_);
+      finish_mean(sg, out, sg.in_elems);
+    }
     else if constexpr (K == step_kind::all_to_all) all_to_all(sg, out);
     else if constexpr (K == step_kind::slice) {
       if constexpr (use_arena) ops::copy_planned(in_, out, g_.copies[sg.copies]);
@@ -371,7 +388,22 @@ class executor {
       }
       send = buf;
     }
-    comm(sg).reduce_scatter(send, out, sg.chunk, st.op, s_);
+    comm(sg).reduce_scatter(send, out, sg.chunk, op_of(st, sg), s_);
+    finish_mean(sg, out, sg.chunk);
+  }
+
+  /// The reduce op of a reduction step: sum for an integer mean another mean follows.
+  static reduce_op op_of(const step& st, const step_geometry& sg) {
+    if constexpr (std::is_integral_v<T>) return sg.sums_avg ? reduce_op::sum : st.op;
+    else return st.op;
+  }
+  /// After the last integer mean of a plan whose earlier means summed: divide by their
+  /// groups' sizes too.
+  void finish_mean(const step_geometry& sg, T* out, std::size_t n) {
+    if constexpr (std::is_integral_v<T>) {
+      if (sg.avg_divisor > 1) [[unlikely]]
+        ops::divide(out, n, static_cast<T>(sg.avg_divisor), s_);
+    }
   }
 
   void all_to_all(const step_geometry& sg, T* out) {

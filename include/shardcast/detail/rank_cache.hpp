@@ -36,6 +36,14 @@ struct step_geometry {
   int n = 1;                  ///< group size
   bool in_place = false;      ///< all_gather / reduce_scatter: the pieces already lie as the collective needs them
   bool keeper = true;         ///< identity step: this rank keeps the value (sum, prod)
+  /// A reduction with avg that another reduction with avg follows in the plan: on integer
+  /// types it sums, and the last one divides for both (see avg_divisor).
+  bool sums_avg = false;
+  /// The last reduction with avg of a plan whose earlier ones summed: on integer types, the
+  /// product of their group sizes, by which its own mean is divided once more. (The means
+  /// of integers truncate, and trunc(trunc(S / a) / b) = trunc(S / (a b)), while a mean of
+  /// truncated means is not the mean.)
+  int avg_divisor = 1;
   std::uint32_t boxes = 0;    ///< first of this step's boxes in plan_geometry::boxes
   std::uint32_t counts = 0;   ///< all_to_all: first of this step's 4n counts (send counts, send displs, recv counts, recv displs)
   std::uint32_t copies = 0;   ///< host memory: first of this step's planned copies in plan_geometry::copies
