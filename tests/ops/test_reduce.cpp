@@ -32,8 +32,9 @@ using E = sc::detail::op_rule;
 
 constexpr reduce_op ops5[] = {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::prod};
 
-// The rule written from the specification (docs/02_operators.md), case by case.
-constexpr sc::detail::axis_rule expected(pd p, int D, reduce_op op, bool keep) {
+// The rule written from the specification (docs/02_operators.md), case by case; `ints`:
+// the element type is integral.
+constexpr sc::detail::axis_rule expected(pd p, int D, reduce_op op, bool keep, bool ints = false) {
   using sc::detail::axis_rule;
   switch (p.kind) {
     case sc::placement_kind::replicate: return {E::ok, p};
@@ -44,6 +45,7 @@ constexpr sc::detail::axis_rule expected(pd p, int D, reduce_op op, bool keep) {
     case sc::placement_kind::partial:
       if (p.op == op) return {E::ok, p};
       if (op == reduce_op::avg && p.op == reduce_op::sum) return {E::ok, p};
+      if (op == reduce_op::sum && p.op == reduce_op::avg) return {ints ? E::integer_mean : E::ok, p};  // a truncated mean does not add up
       return {E::reduce_partial_op, p};
   }
   return {};
@@ -61,6 +63,8 @@ constexpr bool axis_table() {
                      pd::make_partial(reduce_op::min), pd::make_partial(reduce_op::prod)}) {
           const auto r = sc::detail::reduce_axis_rule(p, D, op, keep), w = expected(p, D, op, keep);
           if (r.err != w.err || !(r.out == w.out)) return false;
+          const auto ri = sc::detail::reduce_axis_rule(p, D, op, keep, true), wi = expected(p, D, op, keep, true);
+          if (ri.err != wi.err || !(ri.out == wi.out)) return false;
         }
       }
   return true;
@@ -78,7 +82,15 @@ constexpr bool layout_cases() {
   if (rb.err != E::ok || !(rb.out == sc::runtime_layout{pd::make_partial(reduce_op::sum), pd::make_partial(reduce_op::sum)})) return false;
   const sc::runtime_layout c{pd::make_replicate(), pd::make_partial(reduce_op::max), pd::make_shard(0)};
   const auto rc = reduce_rules(c, 0, reduce_op::sum, false);
-  return rc.err == E::reduce_partial_op && rc.axis == 1;
+  if (rc.err != E::reduce_partial_op || rc.axis != 1) return false;
+  // sum over a partial<avg>: kept (floating point), mixed with a sharded D's partial<sum> refused
+  const sc::runtime_layout d{pd::make_partial(reduce_op::avg), pd::make_shard(0)};
+  const auto rd = reduce_rules(d, 1, reduce_op::sum, false);
+  if (rd.err != E::ok || !(rd.out == sc::runtime_layout{pd::make_partial(reduce_op::avg), pd::make_shard(0)})) return false;
+  const auto rdi = reduce_rules(d, 1, reduce_op::sum, false, true);
+  if (rdi.err != E::integer_mean || rdi.axis != 0) return false;
+  const auto re = reduce_rules(d, 0, reduce_op::sum, false);
+  return re.err == E::reduce_mixed_partials && re.axis == 1;
 }
 static_assert(layout_cases());
 
@@ -93,6 +105,7 @@ static_assert(std::is_same_v<sc::reduce_layout_t<sc::layout<Ps, S2, S1>, 3, 2, s
 static_assert(std::is_same_v<sc::reduce_layout_t<sc::layout<Pa, R, R>, 3, 0, sc::avg>, sc::layout<Pa, R, R>>);
 static_assert(std::is_same_v<sc::reduce_layout_t<sc::layout<S0, S0, S2>, 3, 0, sc::sum>, sc::layout<Ps, Ps, S1>>);
 static_assert(std::is_same_v<sc::reduce_layout_t<sc::layout<Pm, S0>, 2, 1, sc::max>, sc::layout<Pm, S0>>);
+static_assert(std::is_same_v<sc::reduce_layout_t<sc::layout<S1, Pa>, 2, 0, sc::sum, false, double>, sc::layout<S0, Pa>>);
 
 // ---------------------------------------------------------------------------------------
 // References
@@ -137,29 +150,34 @@ std::vector<T> ref_reduce(const std::vector<T>& g, const std::array<std::int64_t
   return ref_reduce3(g, outer, e[static_cast<std::size_t>(D)], inner, op);
 }
 
-bool legal(const sc::runtime_layout& l, int D, reduce_op op) {
+/// sum and avg accept each other's partials (floating-point types), as long as a sharded D
+/// (which gives partial<sum>) does not meet a partial<avg>.
+bool legal(const sc::runtime_layout& l, int D, reduce_op op, bool ints) {
   bool shards_d = false, has_avg = false;
+  const bool linear = op == reduce_op::sum || op == reduce_op::avg;
   for (int a = 0; a < l.naxes; ++a) {
     if (l[a].is_shard(D)) shards_d = true;
     if (l[a].is_partial()) {
       if (l[a].op == reduce_op::avg) has_avg = true;
-      if (!(l[a].op == op || (op == reduce_op::avg && l[a].op == reduce_op::sum))) return false;
+      const bool linear_pair = linear && (l[a].op == reduce_op::sum || l[a].op == reduce_op::avg);
+      if (!(l[a].op == op || linear_pair)) return false;
+      if (ints && l[a].op == reduce_op::avg) return false;
     }
   }
-  return !(op == reduce_op::avg && shards_d && has_avg);
+  return !(linear && shards_d && has_avg);
 }
 
 template <int D, class Op, bool Keep, class T, class X>
 void one(optest::failures& f, const X& x, const std::vector<T>& ref, double tol) {
   const auto& l = x.layout();
-  const bool ok = legal(l, D, Op::value);
+  const bool ok = legal(l, D, Op::value, std::is_integral_v<T>);
   std::string what = "reduce<" + std::to_string(D) + ", " + sc::to_string(Op::value) + (Keep ? ", keep_dim" : "") + "> on " + sc::to_string(l);
   try {
     const auto y = sc::reduce<D, Op, Keep>(x);
     static_assert(std::remove_cvref_t<decltype(y)>::rank == (Keep ? X::rank : X::rank - 1));
     if (!ok) return f.add(what + ": expected layout_error");
     sc::runtime_layout want = l;  // the test's own table, axis by axis (not the library's reduce_rules)
-    for (int a = 0; a < l.naxes; ++a) want[a] = expected(l[a], D, Op::value, Keep).out;
+    for (int a = 0; a < l.naxes; ++a) want[a] = expected(l[a], D, Op::value, Keep, std::is_integral_v<T>).out;
     if (!(y.layout() == want)) f.add(what + ": layout " + sc::to_string(y.layout()));
     const std::string err = optest::compare_global(y, ref, tol);
     if (!err.empty()) f.add(what + ": " + err);
@@ -189,7 +207,8 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, Rk> e, bool 
       const reduce_op op = ops5[oi];
       if (op == reduce_op::avg && !with_avg) continue;
       const reduce_op other = op == reduce_op::max ? reduce_op::sum : reduce_op::max;
-      const reduce_op also = op == reduce_op::avg ? reduce_op::sum : op;  // the partial<sum> that avg accepts
+      // the partial<sum> that avg accepts, the partial<avg> that sum accepts (refused over integers)
+      const reduce_op also = op == reduce_op::avg ? reduce_op::sum : op == reduce_op::sum ? reduce_op::avg : op;
       const auto ps = optest::placements(Rank, {op, other, also});
       for (const auto& l : sample > 0 ? optest::random_layouts(ps, N, sample, seed + static_cast<std::uint64_t>(oi)) : optest::layouts(ps, N)) {
         const auto x = optest::make_terms(m, l, op == reduce_op::prod ? gu : g, e);

@@ -540,7 +540,7 @@ struct mul_scalar_not_replicated_on_mesh_axis {
 template <int Axis, class P, class F>
 struct partial_avg_of_integers_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
-                "shardcast::map/zip/add/sub/mul/scale/bias_add/broadcast_zip: the tensor is partial<avg> with an integral element "
+                "shardcast::map/zip/add/sub/mul/scale/bias_add/broadcast_zip/reduce<D, sum>: the tensor is partial<avg> with an integral element "
                 "type on the mesh axis named in partial_avg_of_integers_on_mesh_axis<Axis, P, F>. Its value is the truncated "
                 "integer mean trunc((x1 + ... + xn) / n), which no map or combination but the identity commutes with "
                 "(2 * trunc(1 / 2) = 0, but trunc((2 * 1 + 2 * 0) / 2) = 1), whatever f's declared properties. Redistribute "

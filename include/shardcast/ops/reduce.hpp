@@ -12,6 +12,8 @@
 /// | shard<E>, E != D     | shard<E>, renumbered shard<E-1> when E > D and D is dropped |
 /// | replicate            | replicate                                                   |
 /// | partial<Op>          | partial<Op> (the two reductions commute)                    |
+/// | partial<sum>, Op avg | partial<sum> (the mean is linear)                           |
+/// | partial<avg>, Op sum | partial<avg> (the sum is linear; floating-point types)      |
 /// | partial<other op>    | compile error: redistribute x to replicate first            |
 ///
 /// Reducing a sharded dim is the point: the result is left partial, and a later
@@ -20,9 +22,12 @@
 /// avg: a mean over a dim split into uneven parts is not the mean of the parts' means, so
 /// every rank computes its local *sum* divided by the *global* extent of D; over a sharded D
 /// that is a partial<sum> whose sum is the exact mean. avg also accepts partial<sum> and
-/// partial<avg> inputs (the mean is linear); a result that would mix partial<sum> (from a
-/// sharded D) with partial<avg> (from x) is refused. avg needs a non-integral element type
-/// (an integer division of each part would not sum to the division of the whole).
+/// partial<avg> inputs (the mean is linear), and sum accepts partial<avg> inputs of
+/// floating-point types (the sum of the means is the mean of the sums); a result that would
+/// mix partial<sum> (from a sharded D) with partial<avg> (from x) is refused. avg needs a
+/// non-integral element type (an integer division of each part would not sum to the
+/// division of the whole), and so does sum over a partial<avg>: a mean of integers is
+/// truncated, and a sum of truncated means is not the truncated mean of the sums.
 ///
 /// Empty parts: a rank whose piece has extent 0 along D holds Op's identity (0 for sum,
 /// 1 for prod, the lowest value for max, the highest for min), so the partial result is
@@ -68,17 +73,20 @@ namespace detail {
 // Rules
 // ---------------------------------------------------------------------------------------
 
-/// reduce<D, op> on one mesh axis with placement p; `keep` keeps dim D.
-constexpr axis_rule reduce_axis_rule(const placement_desc& p, int D, reduce_op op, bool keep) {
+/// reduce<D, op> on one mesh axis with placement p; `keep` keeps dim D; `integers`: the
+/// element type is integral (a sum over a partial<avg> of integers is refused).
+constexpr axis_rule reduce_axis_rule(const placement_desc& p, int D, reduce_op op, bool keep, bool integers = false) {
   if (p.is_shard(D)) return {op_rule::ok, placement_desc::make_partial(op == reduce_op::avg ? reduce_op::sum : op)};
   if (p.is_shard()) return {op_rule::ok, placement_desc::make_shard(!keep && p.dim > D ? p.dim - 1 : p.dim)};
   if (p.is_replicate()) return {op_rule::ok, p};
+  // Linear reductions of the linear partials: the mean of a partial<sum>, the sum of a partial<avg>.
+  if (op == reduce_op::sum && p.op == reduce_op::avg) return {integers ? op_rule::integer_mean : op_rule::ok, p};
   const bool same = op == reduce_op::avg ? (p.op == reduce_op::sum || p.op == reduce_op::avg) : p.op == op;
   return same ? axis_rule{op_rule::ok, p} : axis_rule{op_rule::reduce_partial_op, p};
 }
 
-constexpr layout_rule reduce_rules(const runtime_layout& x, int D, reduce_op op, bool keep) {
-  layout_rule r = fold_axes(x.naxes, [&](int a) { return reduce_axis_rule(x[a], D, op, keep); });
+constexpr layout_rule reduce_rules(const runtime_layout& x, int D, reduce_op op, bool keep, bool integers = false) {
+  layout_rule r = fold_axes(x.naxes, [&](int a) { return reduce_axis_rule(x[a], D, op, keep, integers); });
   if (r.err == op_rule::ok && !same_op_partials(r.out)) {
     r.err = op_rule::reduce_mixed_partials;
     for (int a = x.naxes - 1; a >= 0; --a)
@@ -99,7 +107,7 @@ struct reduce_partial_op_mismatch_on_mesh_axis {
 template <int Axis, class L>
 struct reduce_avg_mixes_partial_sum_and_avg_on_mesh_axis {
   static_assert(!std::is_same_v<L, L>,
-                "shardcast::reduce<D, avg>: D is sharded on the mesh axis named in reduce_avg_mixes_partial_sum_and_avg_on_mesh_axis<Axis, L>, "
+                "shardcast::reduce<D, avg|sum>: D is sharded on the mesh axis named in reduce_avg_mixes_partial_sum_and_avg_on_mesh_axis<Axis, L>, "
                 "which gives partial<sum> there, but x is partial<avg> on another axis, and a layout cannot mix partial ops. "
                 "Redistribute x's partial<avg> axes to replicate first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x).");
 };
@@ -111,6 +119,9 @@ struct reduce_error<op_rule::reduce_partial_op, Axis, L, Op>
     : reduce_partial_op_mismatch_on_mesh_axis<Axis, typename placement_on_axis<L, Axis>::type, Op> {};
 template <int Axis, class L, class Op>
 struct reduce_error<op_rule::reduce_mixed_partials, Axis, L, Op> : reduce_avg_mixes_partial_sum_and_avg_on_mesh_axis<Axis, L> {};
+template <int Axis, class L, class Op>
+struct reduce_error<op_rule::integer_mean, Axis, L, Op>
+    : partial_avg_of_integers_on_mesh_axis<Axis, typename placement_on_axis<L, Axis>::type, Op> {};
 
 // ---------------------------------------------------------------------------------------
 // Local reduction of [outer, n, inner] (row-major) over the middle dim into [outer, inner]
@@ -253,19 +264,20 @@ struct reduce_exec<host_memory> {
 
 /// The layout of reduce<D, Op, KeepDim>(x) for x of layout L and rank R (see the table in
 /// the file comment). Example: reduce_layout_t<layout<shard<0>, shard<1>>, 2, 1, sum> is
-/// layout<shard<0>, partial<sum>>.
-template <class L, int R, int D, class Op, bool KeepDim = false>
+/// layout<shard<0>, partial<sum>>. T, the element type, matters for a sum over a
+/// partial<avg>, which integers refuse.
+template <class L, int R, int D, class Op, bool KeepDim = false, class T = float>
 struct reduce_layout {
   static_assert(layout_type<L>, "shardcast::reduce_layout: L must be a compile-time layout<P...>.");
   static_assert(reduce_op_tag<Op>, "shardcast::reduce<D, Op>: Op must be one of shardcast::sum, avg, max, min, prod.");
-  static constexpr detail::layout_rule rule = detail::reduce_rules(L::desc, D, Op::value, KeepDim);
+  static constexpr detail::layout_rule rule = detail::reduce_rules(L::desc, D, Op::value, KeepDim, std::is_integral_v<T>);
   using type = typename std::conditional_t<
       rule.err == detail::op_rule::ok, detail::layout_from<rule.out>,
       detail::fail_with<detail::reduce_error<rule.err, rule.axis, L, Op>, typename detail::layout_from<detail::all_replicate<L::naxes>()>::type>>::type;
 };
-/// Shorthand for reduce_layout<L, R, D, Op, KeepDim>::type.
-template <class L, int R, int D, class Op, bool KeepDim = false>
-using reduce_layout_t = typename reduce_layout<L, R, D, Op, KeepDim>::type;
+/// Shorthand for reduce_layout<L, R, D, Op, KeepDim, T>::type.
+template <class L, int R, int D, class Op, bool KeepDim = false, class T = float>
+using reduce_layout_t = typename reduce_layout<L, R, D, Op, KeepDim, T>::type;
 
 /// Reduces tensor dim D with Op; see the file comment for layouts, avg and empty parts.
 /// @tparam D the tensor dim to reduce, 0 <= D < R
@@ -287,10 +299,10 @@ auto reduce(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) 
                 "convert to a floating type first (map(x, [](int v) { return double(v); })) or reduce with sum.");
   constexpr int RO = KeepDim ? R : R - 1;
   constexpr bool dyn = detail::is_dynamic_v<L>;
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, reduce_layout<L, R, D, Op, KeepDim>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, reduce_layout<L, R, D, Op, KeepDim, T>>::type;
   runtime_layout ly;
   if constexpr (dyn) {
-    const detail::layout_rule r = detail::reduce_rules(x.layout(), D, Op::value, KeepDim);
+    const detail::layout_rule r = detail::reduce_rules(x.layout(), D, Op::value, KeepDim, std::is_integral_v<T>);
     detail::expect_legal(("shardcast::reduce<" + std::to_string(D) + ", " + to_string(Op::value) + ">").c_str(), r, x.layout(), runtime_layout{});
     ly = r.out;
   }
