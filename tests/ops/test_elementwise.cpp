@@ -42,7 +42,7 @@ constexpr E map_nonlinear[9] = {ok, ok, ok, ok, NL, NL, NT, NT, NT};
 constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
 constexpr E map_nondecreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};
 constexpr E map_affine[9] = {ok, ok, ok, ok, NL, ok, NT, NT, NT};
-constexpr E map_identity[9] = {ok, ok, ok, ok, ok, ok, ok, ok, NT};
+constexpr E map_identity[9] = {ok, ok, ok, ok, ok, ok, ok, ok, ok};  // the identity keeps everything
 constexpr E map_nonincreasing[9] = {ok, ok, ok, ok, NL, NL, ok, ok, NT};  // max and min swap
 // Over integers a partial<avg> (index 5) takes no map but the identity: its value is a
 // truncated mean, trunc(sum / n).
@@ -547,6 +547,28 @@ TEST_CASE_TEMPLATE("partial<avg> of integers takes only the identity", T, int, s
     f.add(comm.rank(), optest::compare_global(sc::scale(xr, 2), twice));
     f.add(comm.rank(), optest::compare_global(sc::bias_add(xr, bias), plus_bias));
     if (optest::local_copy(x) != before) f.add(comm.rank(), "x changed");
+  });
+  f.report();
+}
+
+// fn::identity keeps every placement: partial<prod>, which takes no other map, included.
+TEST_CASE_TEMPLATE("map with fn::identity keeps partial<prod>", T, int, double) {
+  optest::failures f;
+  const auto g = optest::units<T>(12, 1);
+  sc::host::run(3, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 2>{3, 1});
+    for (const char* text : {"P(prod),R", "P(prod),S(1)", "R,P(prod)"}) {
+      const auto l = sc::runtime_layout::parse(text);
+      const auto x = optest::make_terms(m, l, g, std::array<std::int64_t, 2>{4, 3});
+      const auto y = sc::map(x, sc::fn::identity);
+      if (!(y.layout() == l)) f.add(comm.rank(), std::string(text) + ": layout " + sc::to_string(y.layout()));
+      f.add(comm.rank(), optest::compare_global(y, g));
+      try {
+        (void)sc::map(x, sc::fn::relu);
+        f.add(comm.rank(), std::string(text) + ": relu accepted");
+      } catch (const sc::layout_error&) {
+      }
+    }
   });
   f.report();
 }

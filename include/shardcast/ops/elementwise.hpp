@@ -30,7 +30,7 @@
 /// mesh axis and placements (e.g. `map_on_partial_mesh_axis_needs_linear_functor<0,
 /// partial<sum>, fn::gelu_fn>`) with the `redistribute` that makes it legal.
 /// Two partial<max|min|prod> operands are never combined term by term, and partial<prod>
-/// takes no map: redistribute first. A partial<avg> of integers takes nothing but
+/// takes no map but fn::identity: redistribute first. A partial<avg> of integers takes nothing but
 /// fn::identity (no map, zip, scale, mul or bias_add): its value is the truncated mean
 /// trunc((x1 + ... + xn) / n), which no other function commutes with
 /// (`partial_avg_of_integers_on_mesh_axis<Axis, P, F>`).
@@ -273,6 +273,7 @@ struct functor_props {
   /// identity commutes with it (2 * trunc(1 / 2) = 0, trunc((2 * 1 + 2 * 0) / 2) = 1), so
   /// such an operand is refused whatever f's other properties.
   bool truncating_mean_in[2] = {false, false};
+  bool identity = false;  ///< fn::identity: it keeps every placement
 };
 
 /// Is argument i a partial<avg> of integers that f would transform?
@@ -288,6 +289,7 @@ constexpr bool integer_mean_through(const placement_desc& p, const functor_props
 /// (f(max(x1, x2)) = min(f(x1), f(x2)): max becomes min), partial<prod> never.
 constexpr placement_desc termwise(const placement_desc& p, const functor_props& f, int i) {
   const placement_desc none = placement_desc::make_replicate();
+  if (f.identity) return p;
   switch (p.op) {
     case reduce_op::sum: return f.linear_in[i] ? p : none;
     case reduce_op::avg: return f.affine_in[i] ? p : none;
@@ -738,6 +740,7 @@ constexpr functor_props props_of() {
   p.nondecreasing_in[1] = is_nondecreasing_in_v<G, 1>;
   p.nonincreasing_in[0] = is_nonincreasing_in_v<G, 0>;
   p.nonincreasing_in[1] = is_nonincreasing_in_v<G, 1>;
+  p.identity = std::is_same_v<G, fn::identity_fn>;
   if constexpr (!std::is_same_v<G, fn::identity_fn>) {
     p.truncating_mean_in[0] = std::is_integral_v<TA>;
     if constexpr (!std::is_void_v<TB>) p.truncating_mean_in[1] = std::is_integral_v<TB>;
@@ -1056,8 +1059,8 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
 ///        fn::scale(2.0f) or fn::linear(g); affine will do on partial<avg>); on
 ///        partial<max|min> it must be nondecreasing (fn::relu, fn::exp,
 ///        fn::nondecreasing_in<0>(g)), or nonincreasing (fn::nonincreasing_in<0>(g)),
-///        which swaps max and min in y's layout; on partial<prod> no map is allowed, and
-///        on partial<avg> of an integral T none but fn::identity
+///        which swaps max and min in y's layout; on partial<prod>, and on partial<avg> of
+///        an integral T, no map but fn::identity
 /// @param s stream for device meshes (host meshes ignore it)
 /// @throws layout_error for a dynamic_layout x whose layout makes f illegal (compile error otherwise)
 /// @code
