@@ -376,4 +376,78 @@ void for_each_layout_pair(int naxes, int rank, std::size_t stride, F&& f) {
   }
 }
 
+/// Integer means over several partial<avg> axes. The term that the rank of index `pc` in
+/// the partial group (row-major over the partial axes) holds for the element of global
+/// index g: scrambled, in [-10, 10], so that sums over the group are rarely multiples of its
+/// size and the truncation of a mean matters.
+template <class T>
+T mean_term(std::int64_t g, int pc) {
+  const std::uint64_t h = (static_cast<std::uint64_t>(g) * 2654435761u + static_cast<std::uint64_t>(pc) * 40503u + 12345u) * 2246822519u;
+  return static_cast<T>(static_cast<std::int64_t>(h >> 40) % 21 - 10);
+}
+
+/// The sources and targets of integer_mean_case on `naxes` axes for rank-2 tensors: every
+/// layout with two or more partial<avg> axes (R, S(0), S(1) on the others), and every
+/// layout without a partial axis.
+inline void integer_mean_layouts(int naxes, std::vector<runtime_layout>& sources, std::vector<runtime_layout>& targets) {
+  for (const auto& l : all_layouts(naxes, 2, reduce_op::avg)) {
+    int partial = 0;
+    for (int a = 0; a < naxes; ++a) partial += l[a].is_partial();
+    if (partial >= 2) sources.push_back(l);
+    if (partial == 0) targets.push_back(l);
+  }
+}
+
+/// The global value of a source of integer_mean_case: trunc(sum of the terms / group
+/// size), once. With `nested`, also how many elements a mean of per-axis means (over the
+/// last partial axis first) would get wrong: the data must make that happen somewhere, or
+/// the test could not fail.
+template <class T, int N>
+std::vector<T> integer_mean_reference(const std::array<int, N>& shape, const runtime_layout& src, std::int64_t n, std::size_t* nested = nullptr) {
+  int group = 1, last = -1;
+  for (int a = 0; a < N; ++a)
+    if (src[a].is_partial()) group *= shape[static_cast<std::size_t>(a)], last = a;
+  const int inner = shape[static_cast<std::size_t>(last)];
+  std::vector<T> ref(static_cast<std::size_t>(n));
+  for (std::int64_t g = 0; g < n; ++g) {
+    std::int64_t sum = 0, of_means = 0;
+    for (int q0 = 0; q0 < group; q0 += inner) {
+      std::int64_t part = 0;
+      for (int q = q0; q < q0 + inner; ++q) part += static_cast<std::int64_t>(mean_term<T>(g, q));
+      sum += part;
+      of_means += part / inner;
+    }
+    ref[static_cast<std::size_t>(g)] = static_cast<T>(sum / group);
+    if (nested && of_means / (group / inner) != sum / group) ++*nested;
+  }
+  return ref;
+}
+
+/// One integer_means pair: x of layout `src` holding mean_term's terms, redistributed to
+/// `dst` (no partial axis), against integer_mean_reference; x must be unchanged. Collective.
+template <class T, std::size_t R, class Mesh>
+std::string integer_mean_case(const Mesh& m, const runtime_layout& src, const runtime_layout& dst, const std::array<std::int64_t, R>& e) {
+  static_assert(std::is_integral_v<T>);
+  std::int64_t n = 1;
+  for (auto v : e) n *= v;
+  int pc = 0;  // this rank's index in the partial group
+  for (int a = 0; a < Mesh::naxes; ++a)
+    if (src[a].is_partial()) pc = pc * m.size(a) + m.coord(a);
+  auto x = distribute(m, src, std::vector<T>(static_cast<std::size_t>(n)), e);
+  std::vector<T> mine(x.local_size());
+  const box b = x.local_box();
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = mean_term<T>(global_index(b, e.data(), static_cast<std::int64_t>(i)), pc);
+  detail::memory_ops<typename Mesh::memory_space>::from_host(x.data(), mine.data(), mine.size());
+  const std::vector<T> got = to_global(redistribute(x, dst));
+  const std::vector<T> ref = integer_mean_reference<T, Mesh::naxes>(m.shape(), src, n);
+  std::string err;
+  if (got.size() != ref.size()) err = "size " + std::to_string(got.size()) + ", expected " + std::to_string(ref.size());
+  for (std::size_t g = 0; g < got.size() && err.empty(); ++g)
+    if (got[g] != ref[g]) err = "element " + std::to_string(g) + " is " + std::to_string(got[g]) + ", expected " + std::to_string(ref[g]);
+  std::vector<T> after(x.local_size());
+  detail::memory_ops<typename Mesh::memory_space>::to_host(after.data(), x.data(), after.size());
+  if (after != mine) err += " (the input changed)";
+  return err.empty() ? err : to_string(src) + " -> " + to_string(dst) + ": " + err;
+}
+
 }  // namespace shardcast::testing

@@ -115,6 +115,28 @@ TEST_CASE("mpi: layout pairs on 3-axis meshes match the reference (deterministic
   CHECK(n > 0);
 }
 
+// Integer means over two or three partial<avg> axes truncate once (st::integer_mean_case),
+// with MPI's collectives under the plan's steps.
+TEST_CASE_TEMPLATE("mpi: integer means over several partial<avg> axes truncate once", T, std::int32_t, std::int64_t) {
+  sc::mpi::communicator c(MPI_COMM_WORLD);
+  std::size_t n = 0;
+  auto run = [&](const auto& shape, const std::array<std::int64_t, 2>& e) {
+    constexpr int N = static_cast<int>(std::tuple_size_v<std::remove_cvref_t<decltype(shape)>>);
+    auto m = sc::make_mesh(c, shape);
+    std::vector<sc::runtime_layout> sources, targets;
+    st::integer_mean_layouts(N, sources, targets);
+    for (const auto& src : sources)
+      for (const auto& dst : targets) {
+        const std::string err = st::integer_mean_case<T>(m, src, dst, e);
+        ++n;
+        if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
+      }
+  };
+  for (auto s : shapes2(c.size())) run(s, {5, 7});
+  for (auto s : shapes3(c.size())) run(s, {4, 3});
+  CHECK(n > 0);
+}
+
 TEST_CASE("mpi: static layouts and to_global match the global tensor") {
   using namespace sc;
   mpi::communicator c(MPI_COMM_WORLD);
