@@ -450,4 +450,18 @@ std::string integer_mean_case(const Mesh& m, const runtime_layout& src, const ru
   return err.empty() ? err : to_string(src) + " -> " + to_string(dst) + ": " + err;
 }
 
+/// integer_mean_case for every source and target of integer_mean_layouts on m, extents e;
+/// calls fail(message) for each pair that fails. Returns the number of pairs. Collective.
+template <class T, class Mesh, class Fail>
+std::size_t integer_mean_sweep(const Mesh& m, const std::array<std::int64_t, 2>& e, Fail&& fail) {
+  std::vector<runtime_layout> sources, targets;
+  integer_mean_layouts(Mesh::naxes, sources, targets);
+  for (const auto& src : sources)
+    for (const auto& dst : targets) {
+      const std::string err = integer_mean_case<T>(m, src, dst, e);
+      if (!err.empty()) fail(err);
+    }
+  return sources.size() * targets.size();
+}
+
 }  // namespace shardcast::testing

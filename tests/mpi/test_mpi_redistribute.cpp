@@ -121,16 +121,7 @@ TEST_CASE_TEMPLATE("mpi: integer means over several partial<avg> axes truncate o
   sc::mpi::communicator c(MPI_COMM_WORLD);
   std::size_t n = 0;
   auto run = [&](const auto& shape, const std::array<std::int64_t, 2>& e) {
-    constexpr int N = static_cast<int>(std::tuple_size_v<std::remove_cvref_t<decltype(shape)>>);
-    auto m = sc::make_mesh(c, shape);
-    std::vector<sc::runtime_layout> sources, targets;
-    st::integer_mean_layouts(N, sources, targets);
-    for (const auto& src : sources)
-      for (const auto& dst : targets) {
-        const std::string err = st::integer_mean_case<T>(m, src, dst, e);
-        ++n;
-        if (!err.empty()) FAIL_CHECK("rank " << c.rank() << ": " << err);
-      }
+    n += st::integer_mean_sweep<T>(sc::make_mesh(c, shape), e, [&](const std::string& err) { FAIL_CHECK("rank " << c.rank() << ": " << err); });
   };
   for (auto s : shapes2(c.size())) run(s, {5, 7});
   for (auto s : shapes3(c.size())) run(s, {4, 3});

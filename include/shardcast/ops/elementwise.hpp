@@ -741,10 +741,8 @@ constexpr functor_props props_of() {
   p.nonincreasing_in[0] = is_nonincreasing_in_v<G, 0>;
   p.nonincreasing_in[1] = is_nonincreasing_in_v<G, 1>;
   p.identity = std::is_same_v<G, fn::identity_fn>;
-  if constexpr (!std::is_same_v<G, fn::identity_fn>) {
-    p.truncating_mean_in[0] = std::is_integral_v<TA>;
-    if constexpr (!std::is_void_v<TB>) p.truncating_mean_in[1] = std::is_integral_v<TB>;
-  }
+  p.truncating_mean_in[0] = std::is_integral_v<TA> && !p.identity;
+  if constexpr (!std::is_void_v<TB>) p.truncating_mean_in[1] = std::is_integral_v<TB>;
   if constexpr (std::is_void_v<TB>) {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;
