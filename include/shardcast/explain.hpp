@@ -2,17 +2,25 @@
 /// @file explain.hpp
 /// `explain(plan, shape, extents[, element_size])`: a readable description of a plan, one
 /// line per step with the axes, the layouts around it and the bytes the busiest rank sends,
-/// on the mesh shape and global extents given.
+/// on the mesh shape and global extents given. `explain<T>(plan, shape, extents)` describes
+/// the plan as it runs on elements of type T (its size, and how integer means reduce).
 
 #include <string>
+#include <type_traits>
 
 #include "plan.hpp"
 
 namespace shardcast {
 
 /// Describes `p`; byte counts assume elements of `element_size` bytes and the mesh
-/// shape and extents the plan was made for (`shape`, `ext`, `rank`).
-inline std::string explain(const plan& p, const int* shape, const std::int64_t* ext, int rank, std::size_t element_size = 4) {
+/// shape and extents the plan was made for (`shape`, `ext`, `rank`). With
+/// `integral_elements`, a plan that reduces with avg in several steps is described as it
+/// runs on integers: every such step but the last sums ("avg: sums"), and the last divides
+/// by the whole group's size ("avg: divides by N"), so that the mean truncates once.
+inline std::string explain(const plan& p, const int* shape, const std::int64_t* ext, int rank, std::size_t element_size = 4,
+                           bool integral_elements = false) {
+  const detail::integer_mean_split means =
+      integral_elements ? detail::split_integer_mean(p.steps, p.nsteps, shape) : detail::integer_mean_split{};
   std::string s = "plan " + to_string(p.src) + " -> " + to_string(p.dst) + ": " + std::to_string(p.nsteps) + " step(s), " +
                   std::to_string(p.collectives) + " collective(s)\n";
   for (int i = 0; i < p.nsteps; ++i) {
@@ -24,7 +32,11 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
         axes += std::to_string(a);
       }
     std::string name = to_string(st.kind);
-    if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
+    if (means.sums(i, st))
+      name += "(avg: sums)";
+    else if (i == means.last)
+      name += "(avg: divides by " + std::to_string(means.divisor * detail::group_size(st.axes, shape, st.from.naxes)) + ")";
+    else if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
       name += std::string("(") + to_string(st.op) + ")";
     const double e = detail::step_cost(st, shape, ext, rank);
     s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +
@@ -38,6 +50,13 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
 template <std::size_t N, std::size_t R>
 std::string explain(const plan& p, const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext, std::size_t element_size = 4) {
   return explain(p, shape.data(), ext.data(), static_cast<int>(R), element_size);
+}
+
+/// Same, for elements of type T: byte counts of sizeof(T), and integer means described as
+/// they run when T is integral.
+template <class T, std::size_t N, std::size_t R>
+std::string explain(const plan& p, const std::array<int, N>& shape, const std::array<std::int64_t, R>& ext) {
+  return explain(p, shape.data(), ext.data(), static_cast<int>(R), sizeof(T), std::is_integral_v<T>);
 }
 
 }  // namespace shardcast

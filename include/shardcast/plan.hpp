@@ -110,6 +110,33 @@ constexpr int group_size(unsigned axes, const int* shape, int naxes) {
   return n;
 }
 
+/// A reduction with avg (reduce_scatter or all_reduce).
+constexpr bool reduces_avg(const step& s) {
+  return (s.kind == step_kind::reduce_scatter || s.kind == step_kind::all_reduce) && s.op == reduce_op::avg;
+}
+
+/// How a plan that reduces with avg in several steps runs on integral elements: every such
+/// step but the last sums, and the last divides by the product of the earlier ones' group
+/// sizes too, so that the mean truncates once (trunc(trunc(S / a) / b) = trunc(S / (a b)),
+/// while a mean of truncated means is not the mean). `last` is that last step, or -1 when
+/// the plan has fewer than two such steps; `divisor` is the product.
+struct integer_mean_split {
+  int last = -1;
+  int divisor = 1;
+  constexpr bool sums(int i, const step& s) const { return last >= 0 && i < last && reduces_avg(s); }
+};
+constexpr integer_mean_split split_integer_mean(const step* steps, int nsteps, const int* shape) {
+  integer_mean_split m;
+  int prev = -1, summed = 1;
+  for (int i = 0; i < nsteps; ++i) {
+    if (!reduces_avg(steps[i])) continue;
+    if (prev >= 0) summed *= group_size(steps[prev].axes, shape, steps[prev].from.naxes);
+    prev = i;
+  }
+  if (summed > 1) m.last = prev, m.divisor = summed;
+  return m;
+}
+
 /// What the busiest rank sends in an all-to-all from `from` to `to`: the parts of its
 /// piece that the other members of its group hold afterwards. The members' target
 /// pieces are disjoint and cover the rank's piece, so that is the piece's volume minus

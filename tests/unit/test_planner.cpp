@@ -189,6 +189,37 @@ TEST_CASE("explain names every step, its axes and bytes") {
   CHECK(t.find("total: 48 bytes") != std::string::npos);
 }
 
+TEST_CASE("explain<T> describes integer means as they run") {
+  const std::array<int, 2> shape{2, 3};
+  const std::array<std::int64_t, 2> ext{6, 5};
+  // Both axes' means are finished, by two reductions: on integers the first sums, and the
+  // last divides by all 6 ranks (the mean of truncated means would not be the mean).
+  const auto p = sc::make_plan(sc::runtime_layout::parse("P(avg),P(avg)"), sc::runtime_layout::parse("S(0),R"), shape, ext);
+  std::vector<int> avg_steps;
+  for (int i = 0; i < p.nsteps; ++i)
+    if ((p[i].kind == sc::step_kind::reduce_scatter || p[i].kind == sc::step_kind::all_reduce) && p[i].op == sc::reduce_op::avg)
+      avg_steps.push_back(i);
+  REQUIRE(avg_steps.size() == 2);
+  const auto line = [&](const std::string& s, int i) {
+    const std::string head = "  " + std::to_string(i + 1) + ". " + sc::to_string(p[i].kind);
+    const auto at = s.find(head);
+    REQUIRE(at != std::string::npos);
+    return s.substr(at + head.size(), s.find('\n', at) - at - head.size());
+  };
+  const std::string f = sc::explain<float>(p, shape, ext), d = sc::explain(p, shape, ext, 4);
+  CHECK(f == d);  // floats: the plain description
+  for (int i : avg_steps) CHECK(line(f, i).rfind("(avg) over", 0) == 0);
+  const std::string n = sc::explain<std::int32_t>(p, shape, ext);
+  CHECK(line(n, avg_steps[0]).rfind("(avg: sums) over", 0) == 0);
+  CHECK(line(n, avg_steps[1]).rfind("(avg: divides by 6) over", 0) == 0);
+  CHECK(n.find("total: " + std::to_string(static_cast<long long>(p.elements * 4 + 0.5)) + " bytes") != std::string::npos);
+  CHECK(sc::explain<std::int64_t>(p, shape, ext).find("total: " + std::to_string(static_cast<long long>(p.elements * 8 + 0.5)) + " bytes") !=
+        std::string::npos);
+  // One reduction with avg: nothing to split, integers or not.
+  const auto q = sc::make_plan(sc::runtime_layout::parse("P(avg),P(avg)"), sc::runtime_layout::parse("R,R"), shape, ext);
+  CHECK(sc::explain<std::int32_t>(q, shape, ext) == sc::explain<float>(q, shape, ext));
+}
+
 namespace {
 /// What the busiest rank sends in an all-to-all from `f` to `t`, rank by rank: its piece
 /// minus the part of it that it holds afterwards (the reference for the planner's pricing).

@@ -191,20 +191,13 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
     g.out_elems = std::max(g.out_elems, sg.stage_out);
     cur = sg.nb;
   }
-  // Several reductions with avg (reduce_scatter on one axis, all_reduce on another): all but
-  // the last sum, and the last divides by the product of the summed groups' sizes too, so
-  // that a mean of integers truncates once (see step_geometry::avg_divisor).
-  int last_avg = -1, summed = 1;
-  for (int i = 0; i < nsteps; ++i) {
-    const step& st = steps[i];
-    if ((st.kind != step_kind::reduce_scatter && st.kind != step_kind::all_reduce) || st.op != reduce_op::avg) continue;
-    if (last_avg >= 0) {
-      g.steps[static_cast<std::size_t>(last_avg)].sums_avg = true;
-      summed *= g.steps[static_cast<std::size_t>(last_avg)].n;
-    }
-    last_avg = i;
+  // Several reductions with avg: on integral elements all but the last sum, and the last
+  // divides once more (detail::split_integer_mean, step_geometry::avg_divisor).
+  const integer_mean_split means = split_integer_mean(steps, nsteps, shape);
+  if (means.last >= 0) {
+    for (int i = 0; i < means.last; ++i) g.steps[static_cast<std::size_t>(i)].sums_avg = reduces_avg(steps[i]);
+    g.steps[static_cast<std::size_t>(means.last)].avg_divisor = means.divisor;
   }
-  if (last_avg >= 0) g.steps[static_cast<std::size_t>(last_avg)].avg_divisor = summed;
   return g;
 }
 
