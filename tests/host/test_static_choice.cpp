@@ -1,7 +1,7 @@
 // A static redistribute runs a plan that is optimal on the real mesh, not only on the
 // canonical mesh it was planned on at compile time. For every pair of rank-2 layouts on
 // two mesh axes (sum partials) and on one axis (max partials), on meshes of 2x2, 4x4,
-// 2x4, 3x2 and 1-axis 2 and 4 ranks, with even and uneven extents:
+// 2x4, 3x2 and 1-axis 2, 3 and 4 ranks, with even and uneven extents:
 //   - plan_for<To>(x) costs what make_plan, run with the real shape and extents, costs
 //     (the independent optimum: the run-time search over the whole layout space);
 //   - redistribute<To>(x), run through a counting communicator, makes exactly that many
@@ -219,8 +219,8 @@ TEST_CASE("static redistribute on 5- and 6-axis meshes with several axes larger 
 }
 
 // Static plans for meshes of up to SHARDCAST_MAX_AXES axes are searched by constexpr
-// evaluation within the budgets the shardcast::shardcast target sets (GCC's default
-// budget stops at 6 axes, clang's at 2). Axes of size 1 keep the number of ranks small;
+// evaluation within the budgets the shardcast::shardcast target sets (the compilers'
+// default budgets hold fewer axes: docs/01_layouts.md, "Compile-time budgets and compilers"). Axes of size 1 keep the number of ranks small;
 // the layouts change on nearly every axis, the most expensive kind of static pair.
 TEST_CASE("static redistribute on 7- and 8-axis meshes") {
   using namespace sc;
