@@ -104,7 +104,7 @@ template <const plan_set& PS, int I, bool Into = false, class T, int R, class Fr
 run_result<T> run_static(const dtensor<T, R, From, Mesh>& x, const plan_geometry& g, typename Mesh::stream_type s, T* dest = nullptr) {
   constexpr const plan& p = PS.p[I];
   if constexpr (single_collective(PS.p[I])) {
-    if (!g.staged() && single_fits_output<PS, I, Into>(g.steps[0])) return run_single<PS, I, Into>(x, g, s, dest);
+    if (!g.staged() && !g.steps[0].idle && single_fits_output<PS, I, Into>(g.steps[0])) return run_single<PS, I, Into>(x, g, s, dest);
   }
   executor<T, Mesh, Into> ex(x.mesh(), g, x.data(), s, dest);
   [&]<std::size_t... J>(std::index_sequence<J...>) {
@@ -199,7 +199,7 @@ given_up<T, Mesh> all_reduce_given_up(dtensor<T, R, L, Mesh>& x, const step_geom
     memory_ops<typename Mesh::memory_space>::copy(data, x.data(), sg.in_elems, s);
   }
   try {
-    static_cast<typename Mesh::comm_type*>(sg.comm)->all_reduce(data, data, sg.in_elems, op, s);
+    if (!sg.idle) static_cast<typename Mesh::comm_type*>(sg.comm)->all_reduce(data, data, sg.in_elems, op, s);
   } catch (...) {
     if (!fresh) x.take();
     throw;

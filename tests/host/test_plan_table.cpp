@@ -21,6 +21,9 @@
 #include <random>
 #include <shardcast/comm/counting.hpp>
 #include <shardcast/shardcast.hpp>
+#include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/differential.hpp"
@@ -363,7 +366,7 @@ std::size_t run_all_pairs(const std::array<int, N>& shape, const std::array<std:
         for (std::size_t r = 0; r < P; ++r) {
           const std::size_t slot = (k * S + static_cast<std::size_t>(i)) * P + r;
           busiest = std::max(busiest, bytes[slot]);
-          REQUIRE(calls[slot] == (sc::is_collective(p[i].kind) ? 1 : 0));
+          REQUIRE(calls[slot] == sc::testing::expected_calls(p[i], shape.data(), ext.data(), static_cast<int>(R), static_cast<int>(r)));
         }
         const double predicted = sc::detail::step_cost(p[i], shape.data(), ext.data(), static_cast<int>(R));
         REQUIRE(busiest == doctest::Approx(predicted * sizeof(float)).epsilon(1e-12));
@@ -455,4 +458,102 @@ TEST_CASE("measured: every plan sends exactly the predicted bytes with the predi
   n += run_all_pairs(std::array<int, 2>{2, 3}, std::array<std::int64_t, 2>{7, 5}, sc::reduce_op::sum, true);
   n += run_all_pairs(std::array<int, 2>{3, 2}, std::array<std::int64_t, 2>{2, 3}, sc::reduce_op::max, true);
   MESSAGE(n << " plans executed with the predicted traffic");
+}
+
+namespace {
+/// One redistribute a -> b of a float tensor of extents `ext` on a counting host mesh:
+/// every rank's collectives and bytes, and the result checked against the reference.
+struct traffic {
+  std::vector<long> calls;
+  std::vector<double> bytes;
+};
+template <std::size_t N>
+traffic run_counted(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, const char* a, const char* b) {
+  int nranks = 1;
+  for (int x : shape) nranks *= x;
+  traffic t{std::vector<long>(static_cast<std::size_t>(nranks)), std::vector<double>(static_cast<std::size_t>(nranks))};
+  std::vector<std::string> errors(static_cast<std::size_t>(nranks));
+  const auto g = sc::testing::make_global<float>(ext[0] * ext[1]);
+  sc::host::run(nranks, [&](sc::host::communicator& hc) {
+    counted cc(hc);
+    auto m = sc::make_mesh(cc, shape);
+    auto x = sc::distribute(m, sc::runtime_layout::parse(a), g, ext);
+    sc::testing::spread_partial_terms(x, g);
+    m.comm().reset();
+    auto y = sc::redistribute(x, sc::runtime_layout::parse(b));
+    const auto me = static_cast<std::size_t>(hc.rank());
+    t.calls[me] = m.comm().collectives();
+    t.bytes[me] = m.comm().bytes();
+    errors[me] = sc::testing::check_against_reference(y, g);
+  });
+  for (const auto& e : errors) REQUIRE(e.empty());
+  return t;
+}
+/// The largest piece under layout `l` among the members of `rank`'s group over `axes`.
+template <std::size_t N>
+std::int64_t group_largest(const char* l, unsigned axes, const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, int rank) {
+  const auto lay = sc::runtime_layout::parse(l);
+  int mine[N], nranks = 1;
+  for (int x : shape) nranks *= x;
+  sc::rank_to_coord(rank, shape.data(), static_cast<int>(N), mine);
+  std::int64_t v = 0;
+  for (int q = 0; q < nranks; ++q) {
+    int c[N];
+    sc::rank_to_coord(q, shape.data(), static_cast<int>(N), c);
+    bool member = true;
+    for (std::size_t a = 0; a < N; ++a)
+      if (!(axes >> a & 1u)) member = member && c[a] == mine[a];
+    if (member) v = std::max(v, sc::local_box(lay, shape.data(), c, ext.data(), 2).volume());
+  }
+  return v;
+}
+}  // namespace
+
+TEST_CASE("a collective pads to its group's largest piece, and a group with nothing to move skips it") {
+  SUBCASE("nested uneven shards: each all_gather / reduce_scatter group pads to its own largest piece") {
+    // 2x2 mesh, 5 rows: axis 0 splits them 3 | 2, axis 1 splits 3 as 2 | 1 and 2 as 1 | 1.
+    const std::array<int, 2> shape{2, 2};
+    const std::array<std::int64_t, 2> ext{5, 1};
+    for (auto [a, b, pieces] : {std::tuple{"S(0),S(0)", "S(0),R", "S(0),S(0)"}, std::tuple{"S(0),P(sum)", "S(0),S(0)", "S(0),S(0)"}}) {
+      CAPTURE(a);
+      CAPTURE(b);
+      const traffic t = run_counted(shape, ext, a, b);
+      for (int r = 0; r < 4; ++r) {
+        CAPTURE(r);
+        CHECK(t.calls[static_cast<std::size_t>(r)] == 1);
+        // (n - 1) x the group's largest piece: 2 rows in the group of axis-0 coordinate 0,
+        // 1 row in the other (which padded to the mesh's largest piece, 2, before).
+        CHECK(t.bytes[static_cast<std::size_t>(r)] == doctest::Approx(1.0 * static_cast<double>(group_largest(pieces, 2u, shape, ext, r)) * 4));
+      }
+      CHECK(group_largest(pieces, 2u, shape, ext, 0) == 2);
+      CHECK(group_largest(pieces, 2u, shape, ext, 2) == 1);
+    }
+  }
+  SUBCASE("groups whose pieces are all empty make no call") {
+    // 4x2 mesh, 2 rows: the ranks of axis-0 coordinates 2 and 3 hold nothing.
+    const std::array<int, 2> shape{4, 2};
+    const std::array<std::int64_t, 2> ext{2, 3};
+    for (auto [a, b] : {std::pair{"S(0),S(0)", "S(0),R"}, std::pair{"S(0),P(sum)", "S(0),R"}, std::pair{"S(0),P(max)", "S(0),S(0)"},
+                        std::pair{"S(0),S(1)", "S(0),S(0)"}}) {
+      CAPTURE(a);
+      CAPTURE(b);
+      const traffic t = run_counted(shape, ext, a, b);
+      for (int r = 0; r < 8; ++r) {
+        CAPTURE(r);
+        CHECK(t.calls[static_cast<std::size_t>(r)] == (r < 4 ? 1 : 0));
+      }
+    }
+  }
+  SUBCASE("an empty tensor redistributes without a call") {
+    const std::array<int, 2> shape{2, 2};
+    for (const std::array<std::int64_t, 2>& ext : {std::array<std::int64_t, 2>{0, 4}, std::array<std::int64_t, 2>{3, 0}})
+      for (auto [a, b] : {std::pair{"S(0),S(1)", "R,R"}, std::pair{"P(sum),R", "S(0),S(1)"}, std::pair{"S(0),R", "S(1),R"},
+                          std::pair{"P(avg),P(avg)", "S(1),R"}, std::pair{"S(0),S(1)", "S(1),S(0)"}}) {
+        CAPTURE(a);
+        CAPTURE(b);
+        CAPTURE(ext[0]);
+        const traffic t = run_counted(shape, ext, a, b);
+        for (int r = 0; r < 4; ++r) CHECK(t.calls[static_cast<std::size_t>(r)] == 0);
+      }
+  }
 }

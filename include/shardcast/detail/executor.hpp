@@ -99,10 +99,19 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
       member_coord<N>(st.axes, shape, coord, q, c);
       return local_box(l, shape, c, ext, rank);
     };
+    // The largest piece of a member of this rank's group: all_gather and reduce_scatter pad
+    // every piece to it. Members of one group find the same value; groups of nested
+    // uneven shards may differ (the planner prices the busiest one, rank 0's).
+    auto group_max_volume = [&](const runtime_layout& l) {
+      std::int64_t v = 0;
+      for (int q = 0; q < n; ++q) v = std::max(v, member_box(l, q).volume());
+      return static_cast<std::size_t>(v);
+    };
     switch (st.kind) {
       case step_kind::all_gather:
-        sg.chunk = static_cast<std::size_t>(max_volume(st.from, shape, ext, rank));
-        if (sg.in_elems != sg.chunk) sg.stage_in = sg.chunk;  // pad to the largest piece
+        sg.chunk = group_max_volume(st.from);
+        sg.idle = sg.chunk == 0;
+        if (sg.in_elems != sg.chunk) sg.stage_in = sg.chunk;  // pad to the group's largest piece
         sg.in_place = chunks_in_place(st.axes, st.from, N, n, sg.chunk, sg.nb);
         if (!sg.in_place) {
           sg.stage_out = sg.chunk * un;
@@ -116,7 +125,8 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
         }
         break;
       case step_kind::reduce_scatter:
-        sg.chunk = static_cast<std::size_t>(max_volume(st.to, shape, ext, rank));
+        sg.chunk = group_max_volume(st.to);  // 0: so is every member's piece before the step
+        sg.idle = sg.chunk == 0;
         sg.out_elems = sg.chunk;  // the collective writes a whole (padded) chunk
         sg.in_place = chunks_in_place(st.axes, st.to, N, n, sg.chunk, cur);
         if (!sg.in_place) {
@@ -143,12 +153,14 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
         box* rbox = sbox + n;
         std::size_t* sc = g.counts.data() + sg.counts;
         std::size_t *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
-        bool send_direct = true, recv_direct = true;
+        bool send_direct = true, recv_direct = true, idle = true;
         for (int q = 0; q < n; ++q) {
           int c[N];
           member_coord<N>(st.axes, shape, coord, q, c);
           sbox[q] = intersect(cur, local_box(st.to, shape, c, ext, rank));
-          rbox[q] = intersect(local_box(st.from, shape, c, ext, rank), sg.nb);
+          const box from_q = local_box(st.from, shape, c, ext, rank);
+          idle = idle && from_q.volume() == 0;  // no member holds anything to send
+          rbox[q] = intersect(from_q, sg.nb);
           sc[q] = static_cast<std::size_t>(sbox[q].volume());
           rc[q] = static_cast<std::size_t>(rbox[q].volume());
           send_direct = contiguous_in(sbox[q], cur, sd[q]) && send_direct;
@@ -161,6 +173,7 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
           for (int q = 0; q < n; ++q) rd[q] = rt_total, rt_total += rc[q];
         sg.stage_in = st_total;  // 0 when sent directly (or when nothing is sent)
         sg.stage_out = rt_total;
+        sg.idle = idle;
         if constexpr (host) {
           if (sg.stage_in)  // as the executor: packed only when staged
             for (int q = 0; q < n; ++q)
@@ -184,7 +197,7 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
       case step_kind::pad:
         if constexpr (host) g.copies.push_back(plan_region_copy(cur, sg.nb, cur));
         break;
-      case step_kind::all_reduce: break;
+      case step_kind::all_reduce: sg.idle = sg.in_elems == 0; break;  // the members' pieces are one box
     }
     if (i + 1 < nsteps) g.slot_elems = std::max(g.slot_elems, sg.out_elems);
     g.in_elems = std::max(g.in_elems, sg.stage_in);
@@ -252,19 +265,22 @@ class executor {
   void run(const step& st, int i) {
     const step_geometry& sg = g_.steps[static_cast<std::size_t>(i)];
     T* out = Last ? result(sg) : output(i, sg);
-    if constexpr (K == step_kind::all_gather) all_gather(sg, out);
-    else if constexpr (K == step_kind::reduce_scatter) reduce_scatter(st, sg, out);
-    else if constexpr (K == step_kind::all_reduce) {
-      comm(sg).all_reduce(in_, out, sg.in_elems, op_of(st, sg), s_);
-      finish_mean(sg, out, sg.in_elems);
+    // A collective with nothing in the group to move: every member skips the call.
+    if (!(is_collective(K) && sg.idle)) [[likely]] {
+      if constexpr (K == step_kind::all_gather) all_gather(sg, out);
+      else if constexpr (K == step_kind::reduce_scatter) reduce_scatter(st, sg, out);
+      else if constexpr (K == step_kind::all_reduce) {
+        comm(sg).all_reduce(in_, out, sg.in_elems, op_of(st, sg), s_);
+        finish_mean(sg, out, sg.in_elems);
+      }
+      else if constexpr (K == step_kind::all_to_all) all_to_all(sg, out);
+      else if constexpr (K == step_kind::slice) {
+        if constexpr (use_arena) ops::copy_planned(in_, out, g_.copies[sg.copies]);
+        else ops::copy_region(in_, *ib_, out, sg.nb, sg.nb, s_);
+      }
+      else if constexpr (K == step_kind::pad) pad(st, sg, out);
+      else identity(st, sg, out);
     }
-    else if constexpr (K == step_kind::all_to_all) all_to_all(sg, out);
-    else if constexpr (K == step_kind::slice) {
-      if constexpr (use_arena) ops::copy_planned(in_, out, g_.copies[sg.copies]);
-      else ops::copy_region(in_, *ib_, out, sg.nb, sg.nb, s_);
-    }
-    else if constexpr (K == step_kind::pad) pad(st, sg, out);
-    else identity(st, sg, out);
     if constexpr (Into) {
       if (owner_ && i + 1 == g_.nsteps) {  // a padded reduce_scatter chunk: keep the piece
         ops::copy(dest_, out, static_cast<std::size_t>(sg.nb.volume()), s_);

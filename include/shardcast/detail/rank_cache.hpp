@@ -36,6 +36,10 @@ struct step_geometry {
   int n = 1;                  ///< group size
   bool in_place = false;      ///< all_gather / reduce_scatter: the pieces already lie as the collective needs them
   bool keeper = true;         ///< identity step: this rank keeps the value (sum, prod)
+  /// A collective in which no member of the group holds or gets any element (every piece
+  /// before and after the step is empty): every member skips the call, so the group does
+  /// not meet for nothing. Each member finds the same from the members' boxes.
+  bool idle = false;
   /// A reduction with avg that another reduction with avg follows in the plan: on integer
   /// types it sums, and the last one divides for both (see avg_divisor).
   bool sums_avg = false;
