@@ -1,5 +1,5 @@
 // What a late peer costs on the host backend beyond its lateness: 2 ranks take turns being
-// `skew` microseconds late (busy, as a rank computing) before an 8-byte all_reduce, and the
+// `skew` microseconds late (busy, as a rank computing) before a 4-byte (one float) all_reduce, and the
 // time per iteration minus the skew is the synchronisation's overhead. Run with waiters
 // that spin by time for SHARDCAST_HOST_SPIN_US (the default when every rank has a CPU) and
 // with waiters that yield after the SHARDCAST_HOST_BARRIER_SPIN pauses (SHARDCAST_HOST_SPIN_US=0),

@@ -76,11 +76,12 @@ inline std::string rank_problem(coll c, int root, int n) {
 }
 
 /// One sendrecv step on any communicator: `count` elements of `send` to rank + 1 and from
-/// rank - 1 into `recv` (modulo the size). Where the communicator has sendrecv (host, mpi,
-/// nccl), every rank calls it: the send is posted before the receive, as MPI_Sendrecv and
-/// nccl-tests' grouped ncclSend/ncclRecv do. Otherwise (p2p) sends block until their
-/// receive is posted, so even ranks send first and odd ranks receive first: every send then
-/// meets a posted receive, whatever the number of ranks.
+/// rank - 1 into `recv` (modulo the size). Where the communicator has sendrecv (all of
+/// shardcast's backends), every rank calls it: the send (on p2p the receive) is posted
+/// before the rank waits, as MPI_Sendrecv and nccl-tests' grouped ncclSend/ncclRecv do.
+/// Otherwise sends may block until their receive is posted, so even ranks send first and
+/// odd ranks receive first: every send then meets a posted receive, whatever the number
+/// of ranks.
 template <class Comm, class T, class... Stream>
 void ring_sendrecv(Comm& comm, const T* send, T* recv, std::size_t count, Stream... s) {
   const int n = comm.size(), me = comm.rank();
@@ -328,7 +329,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     return false;
   }
   if (!parse_coll(first, o.op_kind)) {
-    std::fprintf(stderr, "%s: unknown collective '%s' (use all_reduce, all_gather, reduce_scatter, all_to_all or broadcast)\n",
+    std::fprintf(stderr, "%s: unknown collective '%s' (use all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or sendrecv)\n",
                  argv[0], first.c_str());
     return false;
   }

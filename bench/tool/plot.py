@@ -18,6 +18,7 @@ BUSBW_FACTOR = {
     "reduce_scatter": lambda n: (n - 1) / n,
     "all_to_all": lambda n: (n - 1) / n,
     "broadcast": lambda n: 1.0,
+    "sendrecv": lambda n: 1.0,
 }
 
 
