@@ -41,11 +41,12 @@ int walk(Comm& comm, const std::vector<float>& global, std::mutex& print) {
   };
   // The plan redistribute<To>(x) runs: the cheaper, on this mesh, of the plans made at
   // compile time for From -> To (or the run-time planner's, when strictly cheaper).
+  // sc::explain<To>(x) describes sc::plan_for<To>(x) on x's mesh and extents.
   auto show = [&]<class To>(const auto& x) {
     if (!lead) return;
-    const sc::plan p = sc::plan_for<To>(x);
+    const std::string plan = sc::explain<To>(x);
     std::lock_guard lk(print);
-    std::printf("%s", sc::explain(p, mesh.shape(), extents, sizeof(float)).c_str());
+    std::printf("%s", plan.c_str());
   };
 
   using rows_cols = layout<shard<0>, shard<1>>;      // 2x2 blocks

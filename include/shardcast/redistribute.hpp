@@ -21,6 +21,7 @@
 
 #include "detail/executor.hpp"
 #include "dtensor.hpp"
+#include "explain.hpp"
 #include "plan.hpp"
 
 namespace shardcast {
@@ -370,6 +371,22 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
 template <class T, int R, class Mesh>
 plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
   return make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+}
+
+/// What `redistribute<To>(x)` does: `explain<T>` of `plan_for<To>(x)` on x's mesh shape and
+/// global extents (bytes of x's element type; integer means as they run). Not collective.
+/// @code
+///   std::puts(sc::explain<sc::layout<sc::shard<0>, sc::replicate>>(x).c_str());
+/// @endcode
+template <class To, class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+std::string explain(const dtensor<T, R, From, Mesh>& x) {
+  return explain<T>(plan_for<To>(x), x.mesh().shape(), x.global_extents());
+}
+/// What `redistribute(x, to)` does, for a dynamic-layout x (see above).
+template <class T, int R, class Mesh>
+std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  return explain<T>(plan_for(x, to), x.mesh().shape(), x.global_extents());
 }
 
 namespace detail {

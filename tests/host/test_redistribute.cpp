@@ -6,6 +6,7 @@
 #include <array>
 #include <mutex>
 #include <shardcast/shardcast.hpp>
+#include <string>
 #include <vector>
 
 #include "common/differential.hpp"
@@ -210,6 +211,39 @@ TEST_CASE("static redistribute (compile-time plans) matches the reference") {
   static_case<layout<partial<min>>, layout<shard<0>>, float, 1, 1>({5}, {3}, f);  // empty shards
   for (auto& s : f) FAIL_CHECK(s);
   CHECK(f.empty());
+}
+
+TEST_CASE("explain<To>(x) and explain(x, to) describe the plan redistribute runs, for x's element type") {
+  using namespace sc;
+  using From = layout<partial<avg>, partial<avg>>;
+  using To = layout<shard<0>, replicate>;
+  const std::array<int, 2> shape{2, 3};
+  const std::array<std::int64_t, 2> ext{6, 5};
+  std::string stat, dyn_int, dyn_float;
+  plan chosen;
+  host::run(6, [&](host::communicator& c) {
+    auto m = make_mesh(c, shape);
+    auto x = distribute<From>(m, st::make_global<int>(30), ext);
+    auto xd = distribute(m, From::desc, st::make_global<int>(30), ext);
+    auto xf = distribute(m, From::desc, st::make_global<float>(30), ext);
+    if (c.rank() == 0) {  // not collective: rank 0 alone asks
+      stat = sc::explain<To>(x);
+      chosen = plan_for<To>(x);
+      dyn_int = sc::explain(xd, To::desc);
+      dyn_float = sc::explain(xf, To::desc);
+    }
+  });
+  // The dynamic forms: the run-time plan for the mesh and extents, described for the type.
+  const plan p = make_plan(From::desc, To::desc, shape, ext);
+  CHECK(dyn_int == sc::explain<int>(p, shape, ext));
+  CHECK(dyn_float == sc::explain(p, shape, ext, sizeof(float)));
+  CHECK(dyn_int != dyn_float);  // two reductions with avg: integers sum, then divide once
+  // The static form: the chosen plan, its steps and bytes, with integer means as they run.
+  CHECK(stat.rfind("plan P(avg),P(avg) -> S(0),R: " + std::to_string(chosen.nsteps) + " step(s)", 0) == 0);
+  CHECK(stat.find(std::to_string(chosen.nsteps) + ". ") != std::string::npos);
+  CHECK(stat.find(std::to_string(chosen.nsteps + 1) + ". ") == std::string::npos);
+  CHECK(stat.find("(avg: divides by 6)") != std::string::npos);
+  CHECK(stat.find("total: " + std::to_string(static_cast<long long>(chosen.elements * sizeof(int) + 0.5)) + " bytes") != std::string::npos);
 }
 
 TEST_CASE("redistribute to the same layout is free and shares storage; local() views the piece") {
