@@ -57,13 +57,11 @@ inline std::int64_t global_index(const box& b, const std::int64_t* e, std::int64
   return g;
 }
 
-/// The collectives rank `rank` calls for plan step `s` (0 or 1), by definition: a group in
-/// which no member holds any element before the step or gets any after it skips the call;
-/// any other group makes it. Found by scanning every rank of the mesh for the members of
-/// `rank`'s group (the reference for the executor's step_geometry::idle).
-inline int expected_calls(const step& s, const int* shape, const std::int64_t* ext, int tensor_rank, int rank) {
-  if (!is_collective(s.kind)) return 0;
-  const int naxes = s.from.naxes;
+/// Calls f(coord) for the coordinates of every member of `rank`'s group over the mesh axes
+/// `axes` (the ranks that differ from it on those axes only), found by scanning every rank
+/// of the mesh: a reference independent of the library's group arithmetic.
+template <class F>
+void for_each_group_member(unsigned axes, const int* shape, int naxes, int rank, F&& f) {
   int nranks = 1;
   for (int a = 0; a < naxes; ++a) nranks *= shape[a];
   int mine[SHARDCAST_MAX_AXES] = {};
@@ -73,11 +71,21 @@ inline int expected_calls(const step& s, const int* shape, const std::int64_t* e
     rank_to_coord(q, shape, naxes, c);
     bool member = true;
     for (int a = 0; a < naxes; ++a)
-      if (!(s.axes >> a & 1u)) member = member && c[a] == mine[a];
-    if (member && (local_box(s.from, shape, c, ext, tensor_rank).volume() > 0 || local_box(s.to, shape, c, ext, tensor_rank).volume() > 0))
-      return 1;
+      if (!(axes >> a & 1u)) member = member && c[a] == mine[a];
+    if (member) f(static_cast<const int*>(c));
   }
-  return 0;
+}
+
+/// The collectives rank `rank` calls for plan step `s` (0 or 1), by definition: a group in
+/// which no member holds any element before the step or gets any after it skips the call;
+/// any other group makes it (the reference for the executor's step_geometry::idle).
+inline int expected_calls(const step& s, const int* shape, const std::int64_t* ext, int tensor_rank, int rank) {
+  if (!is_collective(s.kind)) return 0;
+  bool moves = false;
+  for_each_group_member(s.axes, shape, s.from.naxes, rank, [&](const int* c) {
+    moves = moves || local_box(s.from, shape, c, ext, tensor_rank).volume() > 0 || local_box(s.to, shape, c, ext, tensor_rank).volume() > 0;
+  });
+  return moves ? 1 : 0;
 }
 
 /// Returns "" when every rank's piece of `y` matches the reference, else a description.

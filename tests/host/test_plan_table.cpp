@@ -493,18 +493,10 @@ traffic run_counted(const std::array<int, N>& shape, const std::array<std::int64
 template <std::size_t N>
 std::int64_t group_largest(const char* l, unsigned axes, const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, int rank) {
   const auto lay = sc::runtime_layout::parse(l);
-  int mine[N], nranks = 1;
-  for (int x : shape) nranks *= x;
-  sc::rank_to_coord(rank, shape.data(), static_cast<int>(N), mine);
   std::int64_t v = 0;
-  for (int q = 0; q < nranks; ++q) {
-    int c[N];
-    sc::rank_to_coord(q, shape.data(), static_cast<int>(N), c);
-    bool member = true;
-    for (std::size_t a = 0; a < N; ++a)
-      if (!(axes >> a & 1u)) member = member && c[a] == mine[a];
-    if (member) v = std::max(v, sc::local_box(lay, shape.data(), c, ext.data(), 2).volume());
-  }
+  sc::testing::for_each_group_member(axes, shape.data(), static_cast<int>(N), rank, [&](const int* c) {
+    v = std::max(v, sc::local_box(lay, shape.data(), c, ext.data(), 2).volume());
+  });
   return v;
 }
 }  // namespace
