@@ -801,7 +801,9 @@ struct plan_choice {
 /// The cheapest candidate on the real mesh (ties: the lower index), unless make_plan
 /// with the real shape and extents finds one strictly cheaper. Deterministic: every
 /// rank of a mesh makes the same choice.
-inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::int64_t* ext, int rank) {
+/// `opt` is make_plan(ps[0].src, ps[0].dst, shape, ext, rank), made by the caller (a
+/// redistribute takes it from detail::shared_plans, so the ranks of one process plan once).
+inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::int64_t* ext, int rank, const plan& opt) {
   plan_choice r;
   cost best = plan_cost(ps[0], shape, ext, rank);
   for (int i = 1; i < ps.size(); ++i) {
@@ -809,11 +811,13 @@ inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::
     if (c < best) best = c, r.choice = i;
   }
   r.p = ps[r.choice];
-  const plan opt = make_plan(ps[0].src, ps[0].dst, shape, ext, rank);
   const cost oc{opt.elements, opt.collectives, opt.nsteps};
   if (oc < best) r.choice = -1, r.p = opt, best = oc;
   r.p.elements = best.elements;  // a candidate's own figure is its cost on the canonical mesh
   return r;
+}
+inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::int64_t* ext, int rank) {
+  return choose_plan(ps, shape, ext, rank, make_plan(ps[0].src, ps[0].dst, shape, ext, rank));
 }
 }  // namespace detail
 

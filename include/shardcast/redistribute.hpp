@@ -44,7 +44,7 @@ namespace detail {
 /// `ps` on the real mesh (detail::choose_plan), computes its geometry and caches both.
 template <int R, class Mesh>
 [[gnu::cold]] const plan_geometry& insert_static_geometry(const Mesh& m, const plan_set& ps, const std::int64_t* ext) {
-  plan_choice c = choose_plan(ps, m.shape().data(), ext, R);
+  plan_choice c = choose_plan(ps, m.shape().data(), ext, R, shared_plans().get(ps[0].src, ps[0].dst, m.shape().data(), ext, R));
   plan_geometry g = make_geometry(m, c.p.steps, c.p.nsteps, ext, R);
   g.choice = c.choice;
   const std::size_t out = g.steps.back().out_elems;
@@ -401,7 +401,8 @@ const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_
   auto& cache = x.mesh().cache().plans;
   const std::int64_t* ext = x.global_extents().data();
   if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
-  const plan p = make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+  to.validate(Mesh::naxes, R);
+  const plan p = shared_plans().get(x.layout(), to, x.mesh().shape().data(), ext, R);
   return &cache.insert(ext, R, p, make_geometry(x.mesh(), p.steps, p.nsteps, ext, R));
 }
 }  // namespace detail

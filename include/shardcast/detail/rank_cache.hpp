@@ -8,15 +8,21 @@
 ///   steps of a plan. Results never live in it: the last step of a plan always writes
 ///   into memory the result owns, so earlier results stay valid while the arena is reused;
 /// - a pool that recycles the blocks of large results once their owners are gone.
+/// Also the run-time plans shared by all ranks of a process (shared_plan_cache).
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
+#include "../comm/rank_barrier.hpp"
 #include "../config.hpp"
 #include "../plan.hpp"
 #include "../split.hpp"
@@ -388,6 +394,158 @@ class runtime_plan_cache {
  private:
   std::vector<std::unique_ptr<entry>> entries_;
 };
+
+/// make_plan's run-time plans, shared by every rank of the process. The ranks of a host or
+/// p2p mesh are threads of one process, and each rank meets a new conversion (new
+/// layouts, a new mesh shape or new global extents) at about the same time as the others.
+/// While the process has a CPU that no search occupies, a rank that finds no plan searches
+/// itself (as if alone); once every CPU searches, a rank waits for the plan that another
+/// rank is searching for instead of taking a CPU from it. So with more ranks than CPUs the
+/// ranks search once per CPU rather than once per rank (a search takes up to milliseconds,
+/// see docs/01_layouts.md), and with fewer nobody waits for another thread. Ranks in
+/// separate processes (MPI, NCCL) each search once, as before. Plans are keyed by source,
+/// target, mesh shape and global extents, which are all make_plan reads; at most
+/// `capacity` are kept (the oldest is dropped first). A search that throws layout_error
+/// throws one with the same message on every rank that waited for it (any other exception,
+/// such as bad_alloc, stays the searcher's, and the ranks that waited search alone); it is
+/// not kept, so a later call searches again.
+class shared_plan_cache {
+ public:
+  static constexpr std::size_t capacity = 256;
+
+  /// `parallel`: at most this many searches run at once before a rank waits for a plan
+  /// another rank is searching for; 0: the CPUs the process may run on.
+  explicit shared_plan_cache(int parallel = 0) : parallel_(parallel) {}
+  void set_parallel(int parallel) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    parallel_ = parallel;
+  }
+
+  /// make_plan(src, dst, shape, ext, rank) for a mesh of src.naxes axes, from the cache
+  /// or planned now. Layouts are validated by the caller.
+  plan get(const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
+    key k;
+    k.src = src;
+    k.dst = dst;
+    k.rank = rank;
+    std::copy(shape, shape + src.naxes, k.shape);
+    std::copy(ext, ext + rank, k.ext);
+    const std::uint64_t h = hash(k);
+    const int cpus = available_cpus();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int limit = parallel_ > 0 ? parallel_ : cpus;
+    std::shared_ptr<slot> s;
+    for (std::size_t i = slots_.size(); i-- > 0;)  // (the hashes first: one contiguous scan)
+      if (hashes_[i] == h && slots_[i]->k == k) {
+        s = slots_[i];
+        break;
+      }
+    if (s && (s->ready || searching_ >= limit)) {
+      ready_.wait(lock, [&] { return s->ready; });
+      if (s->failed == slot::refused) throw layout_error(s->message);
+      if (s->failed == slot::none) return s->p;
+      lock.unlock();  // the search failed otherwise (out of memory): search alone
+      return make_plan(src, dst, shape, ext, rank);
+    }
+    if (!s) {
+      s = std::make_shared<slot>();
+      s->k = k;
+      if (slots_.size() == capacity) slots_.pop_front(), hashes_.pop_front();
+      slots_.push_back(s);
+      hashes_.push_back(h);
+    }
+    ++searches_;
+    ++searching_;
+    lock.unlock();
+    // Each rank throws an exception object of its own: the waiters get a copy of a
+    // layout_error's message, not the searcher's object.
+    plan p;
+    std::exception_ptr error;
+    int failed = slot::none;
+    std::string message;
+    try {
+      p = make_plan(src, dst, shape, ext, rank);
+    } catch (const layout_error& e) {
+      error = std::current_exception();
+      failed = slot::refused;
+      message = e.what();
+    } catch (...) {
+      error = std::current_exception();
+      failed = slot::other;
+    }
+    lock.lock();
+    --searching_;
+    if (!s->ready) {  // the first search of this key to end publishes its outcome
+      s->p = p;
+      s->failed = failed;
+      s->message = std::move(message);
+      s->ready = true;
+      if (failed != slot::none) {
+        const auto it = std::find(slots_.begin(), slots_.end(), s);
+        if (it != slots_.end()) hashes_.erase(hashes_.begin() + (it - slots_.begin())), slots_.erase(it);
+      }
+    }
+    lock.unlock();
+    ready_.notify_all();
+    if (error) std::rethrow_exception(error);
+    return p;
+  }
+
+  /// How many searches get() has started (a count for tests and benchmarks).
+  std::size_t searches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return searches_;
+  }
+
+ private:
+  struct key {
+    runtime_layout src, dst;
+    int rank = 0;
+    int shape[SHARDCAST_MAX_AXES]{};
+    std::int64_t ext[SHARDCAST_MAX_RANK]{};
+    friend bool operator==(const key& a, const key& b) {
+      return a.rank == b.rank && a.src == b.src && a.dst == b.dst && std::equal(a.shape, a.shape + a.src.naxes, b.shape) &&
+             std::equal(a.ext, a.ext + a.rank, b.ext);
+    }
+  };
+  /// FNV-1a over what operator== compares.
+  static std::uint64_t hash(const key& k) {
+    std::uint64_t h = 14695981039346656037ull;
+    auto mix = [&](std::int64_t v) { h = (h ^ static_cast<std::uint64_t>(v)) * 1099511628211ull; };
+    mix(k.src.naxes);
+    mix(k.rank);
+    for (const runtime_layout* l : {&k.src, &k.dst})
+      for (int a = 0; a < l->naxes; ++a) {
+        const placement_desc& d = (*l)[a];
+        mix(static_cast<int>(d.kind));
+        mix(d.is_shard() ? d.dim : d.is_partial() ? static_cast<int>(d.op) : 0);
+      }
+    for (int a = 0; a < k.src.naxes; ++a) mix(k.shape[a]);
+    for (int d = 0; d < k.rank; ++d) mix(k.ext[d]);
+    return h;
+  }
+  struct slot {
+    enum { none, refused, other };  // how the search failed: not; layout_error; otherwise
+    key k;
+    plan p;
+    int failed = none;
+    std::string message;  ///< refused: the layout_error's message
+    bool ready = false;
+  };
+  int parallel_;
+  mutable std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::shared_ptr<slot>> slots_;
+  std::deque<std::uint64_t> hashes_;  ///< hash(slots_[i]->k), for the scan
+  std::size_t searches_ = 0;
+  int searching_ = 0;  ///< searches running now
+};
+
+/// The process's shared_plan_cache.
+inline shared_plan_cache& shared_plans() {
+  static shared_plan_cache cache;
+  return cache;
+}
 
 struct rank_cache {
   geometry_cache geometry;
