@@ -390,8 +390,9 @@ std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_
 }
 
 namespace detail {
-/// The cached run-time plan x.layout() -> to for x's mesh and extents (planned, with its
-/// geometry, and cached on first use); nullptr when the plan has no steps, i.e. x's piece
+/// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
+/// rank, the plan from detail::shared_plans and its geometry, then cached in the rank's
+/// runtime_plan_cache); nullptr when the plan has no steps, i.e. x's piece
 /// is already the result's. That is exactly when `to` is x's layout (any other target is
 /// another state of the planner's search, at least one step away), which is answered
 /// without planning or a cache lookup.
