@@ -12,12 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <memory>
 #include <shardcast/shardcast.hpp>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "count_arg.hpp"
 
 namespace sc = shardcast;
 
@@ -144,18 +145,7 @@ int main(int argc, char** argv) {
   // --into: no allocation and no result handle on either side (redistribute_into against
   // the raw call into the same output); combines with --mesh-ref.
   const bool into = std::erase(args, std::string("--into")) > 0;
-  // A count: the whole argument, a positive integer (else 0, which the check below rejects).
-  auto count = [](const std::string& a) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(a, &used);
-    } catch (const std::exception&) {
-      return 0;
-    }
-    return used == a.size() ? v : 0;
-  };
-  const int ranks = args.size() > 0 ? count(args[0]) : 2, batches = args.size() > 1 ? count(args[1]) : 21;
+  const int ranks = args.size() > 0 ? count_arg(args[0]) : 2, batches = args.size() > 1 ? count_arg(args[1]) : 21;
   if (ranks < 1 || batches < 1 || args.size() > 2) {
     std::fprintf(stderr, "usage: bench_dispatch_host [--control | --raw-copies-mesh | --mesh-ref] [--into] [ranks >= 1] [batches >= 1]\n");
     return 2;

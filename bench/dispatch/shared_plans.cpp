@@ -13,25 +13,16 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <shardcast/shardcast.hpp>
 #include <string>
 #include <vector>
 
+#include "count_arg.hpp"
+
 namespace sc = shardcast;
 
 int main(int argc, char** argv) {
-  auto count = [](const char* a) {
-    std::size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(a, &used);
-    } catch (const std::exception&) {
-      return 0;
-    }
-    return a[used] == '\0' ? v : 0;
-  };
-  const int ranks = argc > 1 ? count(argv[1]) : 4, batches = argc > 2 ? count(argv[2]) : 11;
+  const int ranks = argc > 1 ? count_arg(argv[1]) : 4, batches = argc > 2 ? count_arg(argv[2]) : 11;
   if (ranks < 2 || ranks % 2 != 0 || batches < 1 || argc > 3) {
     std::fprintf(stderr, "usage: bench_shared_plans [ranks: even, >= 2] [batches >= 1]\n");
     return 2;
