@@ -2,12 +2,16 @@
 // rank threads of a host mesh share the search of each new conversion (one search, or at
 // most one per CPU) and every rank runs it correctly; the cache returns make_plan's plan
 // from many threads at once, drops its oldest plans beyond its capacity, and does not
-// keep a search that threw.
+// keep a search that threw; a rank that waited for a search that threw gets its own
+// layout_error, or searches alone after any other failure.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <new>
+#include <stdexcept>
 #include <memory>
 #include <shardcast/shardcast.hpp>
 #include <string>
@@ -146,4 +150,76 @@ TEST_CASE("a search that throws throws on every rank that waited for it, and is 
   CHECK(cache.searches() == before + 1);
   CHECK_THROWS_AS((void)cache.get(src, dst, shape, ext, 1), sc::layout_error);
   CHECK(cache.searches() == before + 2);
+}
+
+namespace {
+/// Two threads ask for one key of a cache that runs one search at a time: the first's
+/// search (`first`) starts, waits until the second is waiting for it, then runs `then`;
+/// the second's search is make_plan, marked in `second_searched` when it runs.
+struct two_askers {
+  sc::detail::shared_plan_cache cache{1};
+  sc::runtime_layout src = sc::runtime_layout::parse("S(0),P(sum)"), dst = sc::runtime_layout::parse("R,S(1)");
+  int shape[2] = {2, 2};
+  std::int64_t ext[2] = {6, 5};
+  std::atomic<bool> started{false}, second_searched{false};
+  std::string first_error, second_error;
+  sc::plan second_plan;
+
+  template <class Then>
+  void run(Then then) {
+    std::thread first([&] {
+      try {
+        (void)cache.get_with(
+            [&]() -> sc::plan {
+              started = true;
+              for (int i = 0; i < 20000 && cache.waiting() == 0; ++i) std::this_thread::sleep_for(std::chrono::microseconds(500));
+              if (cache.waiting() == 0) throw std::runtime_error("the second thread never waited");
+              return then();
+            },
+            src, dst, shape, ext, 2);
+        first_error = "none";
+      } catch (const std::exception& e) {
+        first_error = e.what();
+      }
+    });
+    while (!started) std::this_thread::yield();
+    std::thread second([&] {
+      try {
+        second_plan = cache.get_with(
+            [&] {
+              second_searched = true;
+              return sc::make_plan(src, dst, shape, ext, 2);
+            },
+            src, dst, shape, ext, 2);
+        second_error = "none";
+      } catch (const sc::layout_error& e) {
+        second_error = e.what();
+      }
+    });
+    first.join();
+    second.join();
+  }
+};
+}  // namespace
+
+TEST_CASE("a rank that waited for a search that threw layout_error throws one with its message, without searching") {
+  two_askers t;
+  t.run([]() -> sc::plan { throw sc::layout_error("shardcast::make_plan: refused for the test"); });
+  CHECK(t.first_error == "shardcast::make_plan: refused for the test");
+  CHECK(t.second_error == "shardcast::make_plan: refused for the test");
+  CHECK_FALSE(t.second_searched);
+  CHECK(t.cache.searches() == 1);
+}
+
+TEST_CASE("a rank that waited for a search that failed otherwise searches alone") {
+  two_askers t;
+  t.run([]() -> sc::plan { throw std::bad_alloc(); });
+  CHECK(t.first_error == std::bad_alloc().what());
+  CHECK(t.second_error == "none");
+  CHECK(t.second_searched);
+  CHECK(same_plan(t.second_plan, sc::make_plan(t.src, t.dst, t.shape, t.ext, 2)));
+  CHECK(t.cache.searches() == 2);
+  // Not kept: the next call searches again.
+  (void)t.cache.get(t.src, t.dst, t.shape, t.ext, 2);
+  CHECK(t.cache.searches() == 3);
 }

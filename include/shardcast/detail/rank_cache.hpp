@@ -424,6 +424,14 @@ class shared_plan_cache {
   /// make_plan(src, dst, shape, ext, rank) for a mesh of src.naxes axes, from the cache
   /// or planned now. Layouts are validated by the caller.
   plan get(const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext, int rank) {
+    return get_with([&] { return make_plan(src, dst, shape, ext, rank); }, src, dst, shape, ext, rank);
+  }
+
+  /// get() with `search()` in place of make_plan's search (for tests: a search that fails,
+  /// or that waits for another thread to wait for it).
+  template <class Search>
+  plan get_with(Search&& search, const runtime_layout& src, const runtime_layout& dst, const int* shape, const std::int64_t* ext,
+                int rank) {
     key k;
     k.src = src;
     k.dst = dst;
@@ -441,11 +449,14 @@ class shared_plan_cache {
         break;
       }
     if (s && (s->ready || searching_ >= limit)) {
+      ++waiting_;
       ready_.wait(lock, [&] { return s->ready; });
+      --waiting_;
       if (s->failed == slot::refused) throw layout_error(s->message);
       if (s->failed == slot::none) return s->p;
-      lock.unlock();  // the search failed otherwise (out of memory): search alone
-      return make_plan(src, dst, shape, ext, rank);
+      ++searches_;  // the search failed otherwise (out of memory): search alone
+      lock.unlock();
+      return search();
     }
     if (!s) {
       s = std::make_shared<slot>();
@@ -464,7 +475,7 @@ class shared_plan_cache {
     int failed = slot::none;
     std::string message;
     try {
-      p = make_plan(src, dst, shape, ext, rank);
+      p = search();
     } catch (const layout_error& e) {
       error = std::current_exception();
       failed = slot::refused;
@@ -491,10 +502,15 @@ class shared_plan_cache {
     return p;
   }
 
-  /// How many searches get() has started (a count for tests and benchmarks).
+  /// How many searches get() has started, alone or shared (a count for tests and benchmarks).
   std::size_t searches() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return searches_;
+  }
+  /// How many calls wait now for a search another call runs.
+  int waiting() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return waiting_;
   }
 
  private:
@@ -539,6 +555,7 @@ class shared_plan_cache {
   std::deque<std::uint64_t> hashes_;  ///< hash(slots_[i]->k), for the scan
   std::size_t searches_ = 0;
   int searching_ = 0;  ///< searches running now
+  int waiting_ = 0;    ///< calls waiting for one
 };
 
 /// The process's shared_plan_cache.
