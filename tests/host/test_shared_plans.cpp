@@ -10,10 +10,10 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <new>
-#include <stdexcept>
 #include <memory>
+#include <new>
 #include <shardcast/shardcast.hpp>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,9 +28,7 @@ namespace {
 bool same_plan(const sc::plan& a, const sc::plan& b) {
   return sc::detail::same_steps(a, b) && a.src == b.src && a.dst == b.dst && a.elements == b.elements && a.collectives == b.collectives;
 }
-}  // namespace
 
-namespace {
 /// Sets how many searches of the process's shared plans run at once, for one scope.
 struct parallel_searches {
   explicit parallel_searches(int n) { sc::detail::shared_plans().set_parallel(n); }
@@ -127,7 +125,7 @@ TEST_CASE("shared_plan_cache::get returns make_plan's plan from many threads, an
   f.report();
 }
 
-TEST_CASE("a search that throws throws on every rank that waited for it, and is not kept") {
+TEST_CASE("a search that throws throws on every thread that asks for it, and is not kept") {
   // Partial placements with different ops in one layout: make_plan refuses them.
   const auto src = sc::runtime_layout::parse("P(sum),P(max)"), dst = sc::runtime_layout::parse("R,R");
   const int shape[2] = {2, 2};
