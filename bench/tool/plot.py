@@ -3,9 +3,12 @@
 
     python3 bench/tool/plot.py out/all_reduce.json [more.json ...] -o docs/bench
 
-One PNG per JSON file (<collective>.png): shardcast's bus bandwidth, the memcpy
-rooflines measured in the same run (single thread and per rank with every rank
-copying), and the MPI baseline's bus bandwidth when the run used --vs mpi.
+One PNG per JSON file, named after it (out/all_reduce.json -> all_reduce.png, so two
+runs of one collective, e.g. p2p4_all_reduce.json and nccl4_all_reduce.json, keep
+their charts apart): shardcast's bus bandwidth, the memcpy rooflines measured in the
+same run (single thread and per rank with every rank copying), and the MPI baseline's
+bus bandwidth when the run used --vs mpi. Two JSON files of the same name (from two
+directories) would write one PNG, so they are refused before anything is drawn.
 """
 import argparse
 import json
@@ -28,6 +31,11 @@ def human(nbytes):
             return f"{nbytes:g} {unit}"
         nbytes /= 1024.0
     return f"{nbytes:g}"
+
+
+def png_name(path, outdir):
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.join(outdir, f"{stem}.png")
 
 
 def plot(path, outdir, plt):
@@ -62,7 +70,7 @@ def plot(path, outdir, plt):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    out = os.path.join(outdir, f"{coll}.png")
+    out = png_name(path, outdir)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
@@ -81,6 +89,13 @@ def main():
     except ImportError:
         print("plot.py needs matplotlib: apt-get install python3-matplotlib (or pip install matplotlib)", file=sys.stderr)
         return 2
+    seen = {}
+    for p in args.json:
+        out = png_name(p, args.outdir)
+        if out in seen:
+            print(f"plot.py: {seen[out]} and {p} would both be drawn to {out}; rename one of them", file=sys.stderr)
+            return 2
+        seen[out] = p
     os.makedirs(args.outdir, exist_ok=True)
     for p in args.json:
         out = plot(p, args.outdir, plt)
