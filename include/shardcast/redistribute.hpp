@@ -357,20 +357,33 @@ void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, T
 }
 
 /// The plan `redistribute<To>(x)` runs for x's mesh and global extents (see above); its
-/// `elements` are what it costs there. Not collective; every rank gets the same plan.
+/// `elements` are what it costs there. Not collective; every rank gets the same plan. The
+/// run-time search it compares with comes from the plans shared by the process's ranks
+/// (detail::shared_plans), so a conversion that a redistribute has met is not searched
+/// again, and ranks that ask at once share one search.
 template <class To, class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout>)
 plan plan_for(const dtensor<T, R, From, Mesh>& x) {
   static_assert(check_layout<To, Mesh::naxes, R>());
   constexpr const plan_set& ps = static_plans<From, To, R>;
   if constexpr (ps.p[0].nsteps == 0) return ps.p[0];
-  else return detail::choose_plan(ps, x.mesh().shape().data(), x.global_extents().data(), R).p;
+  else {
+    const int* shape = x.mesh().shape().data();
+    const std::int64_t* ext = x.global_extents().data();
+    return detail::choose_plan(ps, shape, ext, R, detail::shared_plans().get(ps[0].src, ps[0].dst, shape, ext, R)).p;
+  }
 }
 
-/// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents).
+/// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents): the one
+/// in x's mesh when a redistribute has run it there, else from the plans shared by the
+/// process's ranks. Not collective.
+/// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
 plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  return make_plan(x.layout(), to, x.mesh().shape(), x.global_extents());
+  const std::int64_t* ext = x.global_extents().data();
+  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, ext, R)) return e->p;
+  to.validate(Mesh::naxes, R);
+  return detail::shared_plans().get(x.layout(), to, x.mesh().shape().data(), ext, R);
 }
 
 /// What `redistribute<To>(x)` does: `explain<T>` of `plan_for<To>(x)` on x's mesh shape and

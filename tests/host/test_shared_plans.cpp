@@ -3,7 +3,8 @@
 // most one per CPU) and every rank runs it correctly; the cache returns make_plan's plan
 // from many threads at once, drops its oldest plans beyond its capacity, and does not
 // keep a search that threw; a rank that waited for a search that threw gets its own
-// layout_error, or searches alone after any other failure.
+// layout_error, or searches alone after any other failure; plan_for and explain take
+// their search from the same cache.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -79,6 +80,68 @@ TEST_CASE("the ranks of a host mesh choose a static plan for new extents from on
   });
   CHECK(sc::detail::shared_plans().searches() - before == 1);
   f.report();
+}
+
+TEST_CASE("plan_for and explain take the plan a redistribute searched, and the ranks share the search of a new one") {
+  // New extents for each part, so that every conversion is new to the shared plans.
+  const std::array<std::int64_t, 3> ext{17, 5, 23};
+  const auto src = sc::runtime_layout::parse("S(2),P(sum)"), dst = sc::runtime_layout::parse("R,S(0)");
+  const std::array<int, 2> shape{2, 2};
+  const sc::plan ref = sc::make_plan(src, dst, shape, ext);
+  const std::string ref_text = sc::explain<float>(ref, shape, ext);
+  const auto g = st::make_global<float>(ext[0] * ext[1] * ext[2]);
+  st::failures f;
+  parallel_searches scope(1);
+  std::size_t before = sc::detail::shared_plans().searches();
+  std::size_t counts[3]{};  // searches: by plan_for and explain, then redistribute, then both again
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    auto x = sc::distribute(m, src, g, ext);
+    auto note = [&](int i) {
+      c.barrier();
+      if (c.rank() == 0) counts[i] = sc::detail::shared_plans().searches() - before, before += counts[i];
+      c.barrier();
+    };
+    auto check = [&](const char* when) {
+      if (!same_plan(sc::plan_for(x, dst), ref)) f.add(c.rank(), std::string("plan_for differs from make_plan's plan ") + when);
+      if (sc::explain(x, dst) != ref_text) f.add(c.rank(), std::string("explain differs from make_plan's plan's ") + when);
+    };
+    check("before the redistribute");
+    note(0);
+    f.add(c.rank(), st::check_against_reference(sc::redistribute(x, dst), g));
+    note(1);
+    check("after it");
+    note(2);
+  });
+  f.report();
+  CHECK(counts[0] == 1);  // the four ranks' plan_for and explain: one search
+  CHECK(counts[1] == 0);  // the redistribute finds it
+  CHECK(counts[2] == 0);
+
+  // A static plan_for for new extents: one search for the four ranks, which the
+  // redistribute then finds; the plan is the one choose_plan makes with its own search.
+  using From = sc::layout<sc::partial<sc::sum>, sc::shard<1>>;
+  using To = sc::layout<sc::shard<1>, sc::shard<0>>;
+  const std::array<std::int64_t, 2> ext2{13, 31};
+  const sc::plan sref = sc::detail::choose_plan(sc::static_plans<From, To, 2>, shape.data(), ext2.data(), 2).p;
+  const auto g2 = st::make_global<double>(ext2[0] * ext2[1]);
+  before = sc::detail::shared_plans().searches();
+  std::size_t static_counts[2]{};  // searches: by plan_for and explain, then by redistribute
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, shape);
+    auto x = sc::distribute<From>(m, g2, ext2);
+    st::spread_partial_terms(x, g2);
+    if (!same_plan(sc::plan_for<To>(x), sref)) f.add(c.rank(), "the static plan_for differs from choose_plan's plan");
+    if (sc::explain<To>(x) != sc::explain<double>(sref, shape, ext2)) f.add(c.rank(), "the static explain differs from choose_plan's plan's");
+    c.barrier();
+    if (c.rank() == 0) static_counts[0] = sc::detail::shared_plans().searches() - before;
+    c.barrier();
+    f.add(c.rank(), st::check_against_reference(sc::redistribute<To>(x), g2));
+  });
+  f.report();
+  static_counts[1] = sc::detail::shared_plans().searches() - before - static_counts[0];
+  CHECK(static_counts[0] == 1);
+  CHECK(static_counts[1] == 0);
 }
 
 TEST_CASE("shared_plan_cache::get returns make_plan's plan from many threads, and drops its oldest plans") {
