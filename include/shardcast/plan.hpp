@@ -4,7 +4,8 @@
 /// (collectives over sets of mesh axes, and local slice/pad/identity steps) that moves
 /// the fewest elements per rank, ties broken by fewer collectives, then fewer steps.
 ///
-/// The search is a shortest path (Dijkstra) over intermediate layouts: every layout
+/// The search is a shortest path (A*, with a lower bound on what a layout still has to
+/// reduce or gather) over intermediate layouts: every layout
 /// when there are at most `max_full_search_states` of them, else those in which every
 /// axis holds its source placement, its target placement or `replicate`. A step changes a set of axes
 /// with one kind of move; same-kind moves on several axes become one collective over
@@ -552,9 +553,50 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
         }
     }
 
+  // The search is A*: the heap orders states by their cost so far plus a lower bound on
+  // what any plan from them to the target still sends, so states that cannot lead to a
+  // cheaper plan than the target's are never expanded. With t = (elements of the tensor)
+  // / (ranks of the mesh), no piece of any layout holds fewer than t x (the product of
+  // the sizes of its axes that shard nothing) elements (the largest piece is at least the
+  // mean). Axes that hold P but whose target is not that P must still be reduced, and
+  // axes that hold S but whose target is R must still be gathered (an all_gather, or a
+  // pad then a reduction). The bound is
+  //   h = t x ((product of N_a over the axes still to reduce) - 1
+  //            + (sum of N_a - 1 over the axes still to gather)).
+  // It is consistent (no step lowers h by more than the step costs), so the first time
+  // the target leaves the heap its cost is optimal, as in Dijkstra's search:
+  //   - a reduce_scatter over axes A sends (N_A - 1) x its largest target piece, at least
+  //     (N_A - 1) x t x (the product over the axes still to reduce that it leaves P), and
+  //     lowers the product term by at most that; an all_reduce sends 2 (N_A - 1) / N_A x
+  //     a piece at least N_A times larger;
+  //   - an all_gather over A sends (N_A - 1) x a piece of at least t, at least the sum
+  //     of N_a - 1 it removes;
+  //   - a pad turns S into P: the sum loses N_a - 1, the product gains at least as much;
+  //     slice, identity and all_to_all never lower h.
+  // The bound counts elements only, so ties in elements still go to fewer collectives,
+  // then fewer steps. Which of two equally cheap plans is found depends on the heap's
+  // order, as before.
+  double mean_piece = 1;
+  for (int d = 0; d < rank; ++d) mean_piece *= static_cast<double>(ext[d]);
+  for (int a = 0; a < n; ++a) mean_piece /= shape[a];
+  int to_reduce[SHARDCAST_MAX_AXES][max_cand]{};  // per axis and candidate: N_a when it is a P still to reduce, else 1
+  int to_gather[SHARDCAST_MAX_AXES][max_cand]{};  // N_a - 1 when it is an S whose target is R, else 0
+  for (int a = 0; a < n; ++a)
+    for (int i = 0; i < ncand[a]; ++i) {
+      to_reduce[a][i] = ck[a][i] == P_ && !(cand[a][i] == dst[a]) ? shape[a] : 1;
+      to_gather[a][i] = ck[a][i] == S_ && dst[a].is_replicate() ? shape[a] - 1 : 0;
+    }
+  auto still_sent = [&](const int* idx) {  // h of the state with candidate indices idx
+    std::int64_t product = 1, sum = 0;
+    for (int a = 0; a < n; ++a) product *= to_reduce[a][idx[a]], sum += to_gather[a][idx[a]];
+    return mean_piece * static_cast<double>(product - 1 + sum);
+  };
   detail::search_node* node = sp.node;
   node[0].reached = true;
-  sp.push(detail::cost{}, 0);
+  {
+    const int source[SHARDCAST_MAX_AXES]{};
+    sp.push(detail::cost{still_sent(source), 0, 0}, 0);
+  }
 
   while (!sp.empty()) {
     const int u = sp.pop();
@@ -691,7 +733,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           }
           if (!nv.reached || nc < nv.dist) {
             nv = detail::search_node{nc, u, true, false, k, static_cast<unsigned>(axes), ops[oi], nv.vol};  // (one statement: cheaper in constant evaluation)
-            sp.push(nc, v);
+            sp.push(detail::cost{nc.elements + still_sent(vi), nc.collectives, nc.steps}, v);
           }
         }
       }
