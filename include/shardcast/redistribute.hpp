@@ -40,11 +40,28 @@ std::pair<std::shared_ptr<T>, T*> execute_steps(const dtensor<T, R, L, Mesh>& x,
 }  // namespace detail
 
 namespace detail {
+/// The plan a static redistribute of `ps` runs on mesh `m` for extents `ext`
+/// (detail::choose_plan), with the run-time search it compares with taken from the plans
+/// shared by the process's ranks (detail::shared_plans).
+template <int R, class Mesh>
+plan_choice choose_static_plan(const Mesh& m, const plan_set& ps, const std::int64_t* ext) {
+  const int* shape = m.shape().data();
+  return choose_plan(ps, shape, ext, R, shared_plans().get(ps[0].src, ps[0].dst, shape, ext, R));
+}
+
+/// The run-time plan x.layout() -> `to` for x's mesh and extents, from the plans shared by
+/// the process's ranks, once `to` is validated against the mesh and the tensor's rank.
+template <class T, int R, class Mesh>
+plan shared_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  to.validate(Mesh::naxes, R);
+  return shared_plans().get(x.layout(), to, x.mesh().shape().data(), x.global_extents().data(), R);
+}
+
 /// The first static redistribute of `ps` for a mesh and extents: chooses the plan among
-/// `ps` on the real mesh (detail::choose_plan), computes its geometry and caches both.
+/// `ps` on the real mesh (choose_static_plan), computes its geometry and caches both.
 template <int R, class Mesh>
 [[gnu::cold]] const plan_geometry& insert_static_geometry(const Mesh& m, const plan_set& ps, const std::int64_t* ext) {
-  plan_choice c = choose_plan(ps, m.shape().data(), ext, R, shared_plans().get(ps[0].src, ps[0].dst, m.shape().data(), ext, R));
+  plan_choice c = choose_static_plan<R>(m, ps, ext);
   plan_geometry g = make_geometry(m, c.p.steps, c.p.nsteps, ext, R);
   g.choice = c.choice;
   const std::size_t out = g.steps.back().out_elems;
@@ -367,11 +384,7 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
   static_assert(check_layout<To, Mesh::naxes, R>());
   constexpr const plan_set& ps = static_plans<From, To, R>;
   if constexpr (ps.p[0].nsteps == 0) return ps.p[0];
-  else {
-    const int* shape = x.mesh().shape().data();
-    const std::int64_t* ext = x.global_extents().data();
-    return detail::choose_plan(ps, shape, ext, R, detail::shared_plans().get(ps[0].src, ps[0].dst, shape, ext, R)).p;
-  }
+  else return detail::choose_static_plan<R>(x.mesh(), ps, x.global_extents().data()).p;
 }
 
 /// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents): the one
@@ -380,10 +393,8 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
 plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  const std::int64_t* ext = x.global_extents().data();
-  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, ext, R)) return e->p;
-  to.validate(Mesh::naxes, R);
-  return detail::shared_plans().get(x.layout(), to, x.mesh().shape().data(), ext, R);
+  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e->p;
+  return detail::shared_runtime_plan(x, to);
 }
 
 /// What `redistribute<To>(x)` does: `explain<T>` of `plan_for<To>(x)` on x's mesh shape and
@@ -415,8 +426,7 @@ const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_
   auto& cache = x.mesh().cache().plans;
   const std::int64_t* ext = x.global_extents().data();
   if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
-  to.validate(Mesh::naxes, R);
-  const plan p = shared_plans().get(x.layout(), to, x.mesh().shape().data(), ext, R);
+  const plan p = shared_runtime_plan(x, to);
   return &cache.insert(ext, R, p, make_geometry(x.mesh(), p.steps, p.nsteps, ext, R));
 }
 }  // namespace detail
