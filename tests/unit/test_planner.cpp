@@ -187,6 +187,11 @@ TEST_CASE("explain names every step, its axes and bytes") {
   const std::string t = sc::explain(q, shape, ext, 4);
   REQUIRE(q.nsteps == 3);
   CHECK(q.collectives == 3);
+  // The steps form one route from the source to the target.
+  CHECK(q[0].from == sc::runtime_layout::parse("P(sum),S(0)"));
+  CHECK(q[1].from == q[0].to);
+  CHECK(q[2].from == q[1].to);
+  CHECK(q[2].to == sc::runtime_layout::parse("S(0),R"));
   for (int i = 0; i < q.nsteps; ++i) {
     std::string axes;
     for (int a = 0; a < 2; ++a)
