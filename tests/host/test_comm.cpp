@@ -505,6 +505,63 @@ TEST_CASE("host sendrecv: mismatched sizes, a message to itself without its rece
   });
 }
 
+// sendrecv completes on full channels: each rank first fills its channel to the other with
+// SHARDCAST_HOST_SEND_DEPTH eager sends (which return at once), then both call sendrecv
+// with each other, with an eager message. Its receive takes the peer's first message, and
+// only then has the channel room for the send (MPI_Sendrecv completes here too). (With a
+// message over the eager limit each send would wait for a receive that the peer posts only
+// after its sendrecv, as a standard-mode MPI send may.) And the other way round: rank 0
+// calls sendrecv on a full channel while rank 1 receives all of rank 0's messages, the
+// sendrecv's one included, before it sends, so there the send must go first.
+TEST_CASE("host sendrecv completes on full channels, whichever of its halves can go first") {
+  std::atomic<int> wrong{0}, done{0};
+  // (Without eager messages, SHARDCAST_HOST_EAGER_BYTES=0, every send waits for its receive
+  // and the channels never fill: the first half does not apply.)
+  if (SHARDCAST_HOST_EAGER_BYTES < sizeof(int)) MESSAGE("no eager messages in this build: the full-channel exchange is skipped");
+  else CHECK_NOTHROW(sc::host::run(2, [&](sc::host::communicator& c) {
+    const int peer = 1 - c.rank();
+    for (int m = 0; m < SHARDCAST_HOST_SEND_DEPTH; ++m) c.send(&m, 1, peer);
+    int s = 100 + c.rank(), d = -1;
+    c.sendrecv(&s, 1, peer, &d, 1, peer);  // receives the peer's first message, 0
+    if (d != 0) ++wrong;
+    for (int m = 1; m <= SHARDCAST_HOST_SEND_DEPTH; ++m) {
+      int v = -1;
+      c.recv(&v, 1, peer);
+      if (v != (m < SHARDCAST_HOST_SEND_DEPTH ? m : 100 + peer)) ++wrong;
+    }
+    ++done;
+  }, sc::host::options{std::chrono::milliseconds(5000)}));
+  CHECK(wrong == 0);
+  CHECK(done == (SHARDCAST_HOST_EAGER_BYTES < sizeof(int) ? 0 : 2));
+
+  for (const std::size_t count : {std::size_t{1}, std::size_t{4096}}) {  // the sendrecv's message: eager, or over the limit
+    CAPTURE(count);
+    wrong = 0;
+    done = 0;
+    CHECK_NOTHROW(sc::host::run(2, [&](sc::host::communicator& c) {
+      std::vector<int> s(count, 7), d(count, -1);
+      if (c.rank() == 0) {
+        for (int m = 0; m < SHARDCAST_HOST_SEND_DEPTH; ++m) c.send(&m, 1, 1);
+        c.sendrecv(s.data(), count, 1, d.data(), count, 1);
+        if (d != std::vector<int>(count, 9)) ++wrong;
+      } else {
+        for (int m = 0; m < SHARDCAST_HOST_SEND_DEPTH; ++m) {
+          int v = -1;
+          c.recv(&v, 1, 0);
+          if (v != m) ++wrong;
+        }
+        c.recv(d.data(), count, 0);
+        if (d != std::vector<int>(count, 7)) ++wrong;
+        std::vector<int> nine(count, 9);
+        c.send(nine.data(), count, 0);
+      }
+      ++done;
+    }, sc::host::options{std::chrono::milliseconds(5000)}));
+    CHECK(wrong == 0);
+    CHECK(done == 2);
+  }
+}
+
 TEST_CASE("counting_communicator has sendrecv when its backend does, and counts what it sends to others") {
   static_assert(sc::has_sendrecv<sc::host::communicator>);
   static_assert(sc::has_sendrecv<sc::counting_communicator<sc::host::communicator>>);

@@ -32,6 +32,7 @@
 /// (all_reduce with send == recv; all_gather with send == recv + rank*count;
 /// reduce_scatter with recv == send + rank*count).
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -136,6 +137,16 @@ void sendrecv(C& c, const T* send, std::size_t send_count, int dest, T* recv, st
 }
 
 namespace detail {
+
+/// `start + timeout`, or the clock's last time point when that is out of its range (a
+/// timeout of milliseconds::max(), "never", is about 292 million years, far more than
+/// steady_clock's nanoseconds hold: added as it is, it would wrap into the past).
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point start, std::chrono::milliseconds timeout) {
+  using clock = std::chrono::steady_clock;
+  if (timeout.count() <= 0) return start;
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(clock::time_point::max() - start);
+  return timeout >= room ? clock::time_point::max() : start + std::chrono::duration_cast<clock::duration>(timeout);
+}
 
 /// Identity element of `op` for T (what padding holds so the reduction is unchanged).
 template <class T>

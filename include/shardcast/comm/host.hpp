@@ -405,14 +405,14 @@ class communicator {
     // (in place, 2 and 4 ranks, 16-64 MiB: 1.3-2.7x, docs/bench.md "In-place reductions").
     const bool st = send != recv && streaming<T>(3 * static_cast<std::size_t>(n) * count);
     reduce_range<T>(recv + lo, lo, hi - lo, op, [&](int q) { return static_cast<const T*>(at(q).send); }, st);
-    g_->barrier("all_reduce");
+    g_->barrier_after_reads();  // (every rank's inputs read; every segment reduced)
     // Phase 2: copy the other segments out of their owners' outputs.
     for (int q = 0; q < n; ++q) {
       if (q == rank_) continue;
       const std::size_t qlo = std::min(count, seg * static_cast<std::size_t>(q)), qhi = std::min(count, qlo + seg);
       copy(recv + qlo, static_cast<const T*>(at(q).recv) + qlo, qhi - qlo, st);
     }
-    g_->barrier("all_reduce");
+    g_->barrier_after_reads();
   }
 
   template <element_type T>
@@ -429,7 +429,7 @@ class communicator {
     const bool st = streaming<T>(2 * n * n * count);
     for (int q = 0; q < size(); ++q)
       copy(recv + static_cast<std::size_t>(q) * count, static_cast<const T*>(at(q).send), count, st);
-    g_->barrier("all_gather");
+    g_->barrier_after_reads();
   }
 
   template <element_type T>
@@ -449,7 +449,7 @@ class communicator {
     // stores are faster there (as in all_reduce).
     reduce_range<T>(recv, off, count, op, [&](int q) { return static_cast<const T*>(at(q).send); },
                     recv != send + off && streaming<T>((n * n + n) * count));
-    g_->barrier("reduce_scatter");
+    g_->barrier_after_reads();
   }
 
   template <element_type T>
@@ -470,7 +470,7 @@ class communicator {
     for (int q = 0; q < size(); ++q)
       copy(recv + static_cast<std::size_t>(q) * count,
            static_cast<const T*>(at(q).send) + static_cast<std::size_t>(rank_) * count, count, st);
-    g_->barrier("all_to_all");
+    g_->barrier_after_reads();
   }
 
   template <element_type T>
@@ -528,7 +528,7 @@ class communicator {
       const auto& sq = at(q);
       copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q], st);
     }
-    g_->barrier("all_to_allv");
+    g_->barrier_after_reads();
   }
 
   /// A broadcast within the group's eager limit (detail::eager_limit) goes through its queue of
@@ -549,7 +549,7 @@ class communicator {
     if (rank_ != root)
       copy(buf, static_cast<const T*>(at(root).send), count,
            streaming<T>(2 * static_cast<std::size_t>(size() - 1) * count));
-    g_->barrier("broadcast");
+    g_->barrier_after_reads();
   }
 
   /// Blocking send; returns once `buf` may be reused. Each channel (one per ordered pair of
@@ -577,10 +577,14 @@ class communicator {
   }
 
   /// Sends `send_count` elements to `dest` and receives `recv_count` from `source`, as
-  /// MPI_Sendrecv: the send is posted first, so any pattern in which every rank's sends
-  /// have matching receives completes whatever the sizes and the order of the ranks (a ring
-  /// shift, a pairwise exchange), where a send then a receive on every rank would wait on
-  /// each other above SHARDCAST_HOST_EAGER_BYTES. The message is the next on the (this rank,
+  /// MPI_Sendrecv: the send is posted first (or, while the channel to `dest` is full, the
+  /// receive is taken first if its message comes before the channel has room), so any
+  /// pattern in which every rank's sends have matching receives completes whatever the
+  /// sizes and the order of the ranks (a ring shift, a pairwise exchange), where a send then
+  /// a receive on every rank would wait on each other above SHARDCAST_HOST_EAGER_BYTES, or
+  /// once the channels are full. (As with MPI's standard-mode sends, a message over
+  /// SHARDCAST_HOST_EAGER_BYTES returns only once received: a pattern whose receive of it
+  /// comes after another sendrecv of the receiving rank that waits for the same, waits.) The message is the next on the (this rank,
   /// dest) channel, so it matches a recv() or the receive half of a sendrecv(). `dest` and
   /// `source` may both be this rank (a copy; the counts must agree); `send` and `recv` must
   /// not overlap. Returns once `send` may be reused and `recv` holds the message.
@@ -601,13 +605,26 @@ class communicator {
       return;
     }
     auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + dest));
-    detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
-    try {
-      take(recv, recv_count, source, "sendrecv");
-    } catch (...) {
-      if (e.large) withdraw(e);  // `send` is not read after this throws
-      throw;
+    bool received = false;
+    if (!send_entry_free(ch)) {
+      // The channel to dest is full: dest has yet to take earlier messages, and may first
+      // wait for the message this call receives. Wait for room or for that message,
+      // whichever comes first (a message that arrives is seen within a sleep of the wait).
+      auto& in = g_->chan(static_cast<std::size_t>(source * size() + rank_));
+      const detail::p2p_entry& next = in.ring[in.taken % SHARDCAST_HOST_SEND_DEPTH];
+      wait_for(ch, [&] { return send_entry_free(ch) || next.turn.load(std::memory_order_seq_cst) == 2 * in.taken + 1; }, "sendrecv");
+      if (!send_entry_free(ch)) {
+        take(recv, recv_count, source, "sendrecv");
+        received = true;
+      }
     }
+    detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
+    if (!received) try {
+        take(recv, recv_count, source, "sendrecv");
+      } catch (...) {
+        if (e.large) withdraw(e);  // `send` is not read after this throws
+        throw;
+      }
     if (e.large) finish_send<T>(ch, e, send_count, dest, "sendrecv");
   }
 
@@ -786,6 +803,12 @@ class communicator {
                       " " + to_string(sent_type));
   }
 
+  /// Is the channel's next entry free for a send (the receiver has taken the message that
+  /// SHARDCAST_HOST_SEND_DEPTH sends ago filled it)?
+  static bool send_entry_free(const detail::channel& ch) {
+    return ch.ring[ch.sent % SHARDCAST_HOST_SEND_DEPTH].turn.load(std::memory_order_seq_cst) == 2 * ch.sent;
+  }
+
   /// The sending half of send and sendrecv: waits for the channel's next entry to be free,
   /// puts the message in it (a message of at most SHARDCAST_HOST_EAGER_BYTES: its data; a
   /// larger one: its address, `posted`) and hands it to the receiver.
@@ -851,8 +874,15 @@ class communicator {
       if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
     } else {
       int expected = detail::p2p_entry::posted;
-      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel))
-        g_->throw_aborted(where);  // the send gave up (its run is aborting), and its buffer may be gone
+      if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel)) {
+        // The send gave up, and its buffer may be gone. Its rank failed: in a timeout or an
+        // abort (the world says why), or in the receive half of its own sendrecv, whose
+        // exception host::run reports once it ends the run.
+        if (g_->world->aborted.load(std::memory_order_acquire)) g_->throw_aborted(where);
+        throw comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(peer) + " withdrew its message of " +
+                         std::to_string(sent) + " " + to_string(sent_type) + " to rank " + std::to_string(rank_) +
+                         " before this receive took it: that rank failed (its own exception says why)");
+      }
       if (match) copy(buf, static_cast<const T*>(e.src), count);
       e.mismatch = !match;
       e.recv_count = count;

@@ -153,7 +153,7 @@ struct in_process_group {
       lk.lock();
       if (!changed) break;  // spinning and yielding are spent: sleep
     }
-    const auto deadline = clock::now() + world->timeout;
+    const auto deadline = deadline_after(clock::now(), world->timeout);
     while (!ready()) {
       throw_if_aborted(where, std::memory_order_seq_cst);
       const auto now = clock::now();
@@ -169,6 +169,15 @@ struct in_process_group {
       ch.sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
   }
+
+  /// The ranks meet after reading each other's buffers: the end of a collective (or of its
+  /// phase) whose ranks copy straight out of their peers' memory. Unlike barrier(), it waits
+  /// until every rank has arrived, whatever the abort flag and the timeout: every rank that
+  /// passed the meeting before the reads arrives here as soon as its own copies are done,
+  /// without waiting on anything else, and a rank that left at an abort or a timeout would
+  /// return to its caller, who may free or reuse the buffers a slower peer is still reading.
+  /// An abort is noticed at the next meeting.
+  void barrier_after_reads() { bar.arrive_and_wait_all(world->spin_for, world->pauses); }
 
   /// Every rank of the group meets here (see rank_barrier).
   /// @throws comm_error if the world aborts or the timeout passes first.

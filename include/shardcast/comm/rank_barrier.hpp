@@ -17,6 +17,8 @@
 #include <sched.h>
 #endif
 
+#include "communicator.hpp"
+
 /// Barrier waiting policy of the in-process backends (host and p2p; see
 /// detail::rank_barrier): pauses before spinning by time or yielding (when the run has no
 /// more ranks than the process has CPUs), and microseconds of yielding before parking.
@@ -233,6 +235,8 @@ bool spin_until(Done done, std::chrono::nanoseconds spin_for, const std::atomic<
 /// A waiter that gives up (abort, timeout) withdraws its arrival with a compare-exchange
 /// that only succeeds while the generation is unchanged and the count is below the size:
 /// once the last rank has arrived the barrier is complete for everyone.
+/// arrive_and_wait_all is the same meeting without the abort flag and the timeout: for
+/// meetings that every rank is sure to reach (see in_process_group::barrier_after_reads).
 class rank_barrier {
  public:
   enum class outcome { passed, aborted, timed_out };
@@ -249,17 +253,19 @@ class rank_barrier {
   /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`.
   outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
                           std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin) {
-    const std::uint64_t old = bar_.fetch_add(1, std::memory_order_acq_rel);
-    const auto gen = static_cast<std::uint32_t>(old >> 32);
-    if (static_cast<int>(old & 0xffffffffu) + 1 == size_) {
-      bar_.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
-      if (parked_.load(std::memory_order_seq_cst) > 0) {
-        { std::lock_guard lk(park_m_); }  // a parked waiter is either before its check or inside wait()
-        park_cv_.notify_all();
-      }
-      return outcome::passed;
-    }
-    return await(gen, aborted, timeout, spin_for, pauses);
+    std::uint32_t gen = 0;
+    if (arrive(gen)) return outcome::passed;
+    return await<true>(gen, aborted, timeout, spin_for, pauses);
+  }
+
+  /// Arrives and waits until every rank has arrived, whatever an abort flag or a timeout
+  /// would say: for a meeting every rank is sure to reach without waiting on anything else
+  /// (the end of a collective whose ranks read each other's buffers, which no rank may
+  /// leave while a peer may still read its memory).
+  void arrive_and_wait_all(std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin) {
+    static const std::atomic<bool> never{false};
+    std::uint32_t gen = 0;
+    if (!arrive(gen)) (void)await<false>(gen, never, std::chrono::milliseconds::max(), spin_for, pauses);
   }
 
   /// Wakes every waiter parked here (call after setting the abort flag).
@@ -282,31 +288,52 @@ class rank_barrier {
   /// The barrier completed (passed), or this rank gives up: withdraw, then say why.
   outcome give_up(std::uint32_t gen, outcome why) { return withdraw(gen) ? why : outcome::passed; }
 
+  /// Arrives in the current generation (returned in `gen`); true if this rank was the last,
+  /// which releases the others.
+  bool arrive(std::uint32_t& gen) {
+    const std::uint64_t old = bar_.fetch_add(1, std::memory_order_acq_rel);
+    gen = static_cast<std::uint32_t>(old >> 32);
+    if (static_cast<int>(old & 0xffffffffu) + 1 != size_) return false;
+    bar_.store(static_cast<std::uint64_t>(gen + 1u) << 32, std::memory_order_seq_cst);
+    if (parked_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard lk(park_m_); }  // a parked waiter is either before its check or inside wait()
+      park_cv_.notify_all();
+    }
+    return true;
+  }
+
+  /// Waits for generation `gen` to complete. `CanGiveUp`: also stops (withdrawing this
+  /// rank's arrival) when `aborted` becomes true or `timeout` passes; otherwise it waits for
+  /// the last rank however long that takes.
+  template <bool CanGiveUp>
   outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for,
                 int pauses) {
     using clock = std::chrono::steady_clock;
     if (pause_until([&] { return passed(gen); }, pauses)) return outcome::passed;
     const auto start = clock::now();
-    const auto deadline = start + timeout;
+    const auto deadline = deadline_after(start, timeout);
     // Spinning by time takes the first part of the yielding phase, so a waiter stays busy
     // for yield_for in all, as before, whether it spins or yields.
     spin_until([&] { return passed(gen); }, spin_for, aborted);
     while (clock::now() - start < barrier_tuning::yield_for) {
       if (passed(gen)) return outcome::passed;
-      if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      if (CanGiveUp && aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
       std::this_thread::yield();
     }
     while (true) {
       if (passed(gen)) return outcome::passed;
-      if (aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
-      if (clock::now() >= deadline) return give_up(gen, outcome::timed_out);
+      if (CanGiveUp && aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      const auto now = clock::now();
+      if (CanGiveUp && now >= deadline) return give_up(gen, outcome::timed_out);
       std::unique_lock lk(park_m_);
       parked_.fetch_add(1, std::memory_order_seq_cst);
       // Checked after announcing ourselves: the releaser stores the generation, then reads
       // `parked` (both seq_cst), so either we see the new generation or it sees us and
       // signals under park_m, which we hold until wait_until releases it. An abort sets the
-      // flag (seq_cst) before wake_parked takes park_m, likewise.
-      if (!passed(gen, std::memory_order_seq_cst) && !aborted.load(std::memory_order_seq_cst)) park_cv_.wait_until(lk, deadline);
+      // flag (seq_cst) before wake_parked takes park_m, likewise. (Each sleep is at most a
+      // second, so a deadline at the clock's end is never handed to the wait itself.)
+      if (!passed(gen, std::memory_order_seq_cst) && !(CanGiveUp && aborted.load(std::memory_order_seq_cst)))
+        park_cv_.wait_until(lk, now + std::chrono::seconds(1) < deadline ? now + std::chrono::seconds(1) : deadline);
       parked_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
