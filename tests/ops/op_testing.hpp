@@ -236,9 +236,10 @@ struct known {
   bool aff[2] = {false, false};       // affine in argument i
   bool inc[2] = {false, false};       // nondecreasing in argument i
   bool dec[2] = {false, false};       // nonincreasing in argument i
+  bool wraps = false;                 // adds or subtracts: over integers, sums wrap around
 };
-inline constexpr known k_add{true, {false, false}, {true, true}, {true, true}};
-inline constexpr known k_sub{true, {false, false}, {true, true}, {true, false}, {false, true}};
+inline constexpr known k_add{true, {false, false}, {true, true}, {true, true}, {false, false}, true};
+inline constexpr known k_sub{true, {false, false}, {true, true}, {true, false}, {false, true}, true};
 inline constexpr known k_mul{false, {true, true}, {true, true}, {false, false}};
 inline constexpr known k_div_float{false, {true, false}, {true, false}, {false, false}};
 inline constexpr known k_none{};
@@ -248,6 +249,7 @@ inline constexpr known k_none{};
 constexpr sc::detail::functor_props props(const known& k, bool integers = false) {
   sc::detail::functor_props p;
   p.truncating_mean_in[0] = p.truncating_mean_in[1] = integers;
+  p.wrapping_in[0] = p.wrapping_in[1] = integers && k.wraps;
   p.linear = k.joint;
   for (int i = 0; i < 2; ++i) {
     p.linear_in[i] = k.lin[i];
@@ -264,7 +266,9 @@ constexpr sc::detail::functor_props props(const known& k, bool integers = false)
 /// replicate with f linear (sum), affine (avg) or nondecreasing (max, min) in the partial
 /// operand, the output taking the partial (nonincreasing in it: max and min swap); and the
 /// output holds one partial op. On `integers` no partial<avg> operand is legal (its
-/// truncated mean commutes with nothing but the identity).
+/// truncated mean commutes with nothing but the identity), and no partial<max|min> operand
+/// of an addition or subtraction (integer sums wrap around, and a term may be the op's
+/// identity, lowest() or max()).
 constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& b, const known& f, sc::runtime_layout* out = nullptr,
                          bool integers = false) {
   sc::runtime_layout y;
@@ -289,6 +293,7 @@ constexpr bool zip_legal(const sc::runtime_layout& a, const sc::runtime_layout& 
                         : max_min                      ? f.inc[k] || f.dec[k]
                                                        : false;
       if (!fits) return false;
+      if (integers && max_min && f.wraps) return false;
       if (max_min && !f.inc[k]) py = pd::make_partial(py.op == sc::reduce_op::max ? sc::reduce_op::min : sc::reduce_op::max);
     }
     if (py.kind == sc::placement_kind::partial) {

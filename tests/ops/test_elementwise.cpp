@@ -36,7 +36,7 @@ constexpr pd P9[] = {pd::make_replicate(),         pd::make_shard(0),
                      pd::make_partial(sc::reduce_op::sum), pd::make_partial(sc::reduce_op::avg),
                      pd::make_partial(sc::reduce_op::max), pd::make_partial(sc::reduce_op::min),
                      pd::make_partial(sc::reduce_op::prod)};
-constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwise, IM = E::integer_mean;
+constexpr E ok = E::ok, NL = E::nonlinear_on_partial, NT = E::partial_not_termwise, IM = E::integer_mean, IO = E::integer_order;
 //                                   R   S0  S1  S2  Ps  Pa  Pmax Pmin Pprod
 constexpr E map_nonlinear[9] = {ok, ok, ok, ok, NL, NL, NT, NT, NT};
 constexpr E map_linear[9] = {ok, ok, ok, ok, ok, ok, NT, NT, NT};
@@ -63,6 +63,13 @@ static_assert(sc::detail::props_of<sc::fn::add_fn, int, float>().truncating_mean
               !sc::detail::props_of<sc::fn::mul_fn, double, double>().truncating_mean_in[0] &&
               sc::detail::props_of<sc::fn::scale_fn<double>, std::int64_t>().truncating_mean_in[0] &&
               !sc::detail::props_of<sc::fn::identity_fn, int>().truncating_mean_in[0]);
+// Integer addition and subtraction are flagged as wrapping when both operands are integral.
+static_assert(sc::detail::props_of<sc::fn::add_fn, int, int>().wrapping_in[0] && sc::detail::props_of<sc::fn::add_fn, int, int>().wrapping_in[1] &&
+              sc::detail::props_of<sc::fn::sub_fn, std::uint8_t, std::uint8_t>().wrapping_in[1] &&
+              !sc::detail::props_of<sc::fn::add_fn, int, float>().wrapping_in[0] &&
+              !sc::detail::props_of<sc::fn::sub_fn, double, double>().wrapping_in[0] &&
+              !sc::detail::props_of<sc::fn::mul_fn, int, int>().wrapping_in[0] &&
+              !sc::detail::props_of<sc::fn::relu_fn, int>().wrapping_in[0]);
 // The library's traits give the properties the tests write down for each functor.
 static_assert(same_props(sc::detail::props_of<sc::fn::add_fn, int, int>(), optest::k_add));
 static_assert(same_props(sc::detail::props_of<sc::fn::sub_fn, float, float>(), optest::k_sub));
@@ -144,8 +151,11 @@ constexpr bool zip_table() {
                 sc::runtime_layout y;
                 const bool legal = optest::zip_legal(a, b, k, &y, ints);
                 const bool int_mean = ints && (i == j || one_replicate) && (i == 5 || j == 5);
-                const E fail = int_mean  ? IM
-                               : i == j  ? (P9[i].op == sc::reduce_op::sum || P9[i].op == sc::reduce_op::avg ? NL : NT)
+                // over integers a partial<max|min> next to replicate goes through no addition
+                const bool int_order = ints && one_replicate && k.wraps && (i == 6 || i == 7 || j == 6 || j == 7);
+                const E fail = int_mean    ? IM
+                               : int_order ? IO
+                               : i == j    ? (P9[i].op == sc::reduce_op::sum || P9[i].op == sc::reduce_op::avg ? NL : NT)
                                : one_replicate ? E::partial_with_replicate
                                                : E::layouts_differ;
                 if (!verdict_is(sc::detail::zip_rules(a, b, props(k, ints)), legal ? ok : fail, pos, y)) return false;
@@ -168,7 +178,8 @@ constexpr bool bias_table() {
           const auto b = at(n, pos, P9[j], pd::make_replicate());  // x shard<0> of rank 3 needs bias replicate
           const E want = bias_needs[i] < 0 ? E::bias_on_partial : bias_needs[i] == j ? E::ok : E::bias_placement;
           if (!verdict_is(sc::detail::bias_rules(x, b, 3), want, pos, x)) return false;
-          if (!verdict_is(sc::detail::bias_rules(x, b, 3, true), i == 5 ? IM : want, pos, x)) return false;  // integers
+          if (!verdict_is(sc::detail::bias_rules(x, b, 3, true), i == 5 ? IM : i == 6 || i == 7 ? IO : want, pos, x))  // integers
+            return false;
           // the layout bias_layout_t names is always the accepted one when x is not partial
           if (bias_needs[i] >= 0 && !(sc::detail::bias_layout_for(x, 3) == at(n, pos, P9[bias_needs[i]], pd::make_replicate())))
             return false;
@@ -291,6 +302,8 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       // over integers a partial<avg> takes nothing but the identity (its mean truncates)
       const bool int_avg = std::is_integral_v<T> && optest::has_partial_op(l, sc::reduce_op::avg);
       const bool additive = only_additive_partials(l) && !int_avg;
+      // over integers a partial<max|min> goes through no addition (integer sums wrap around)
+      const bool int_order = std::is_integral_v<T> && (optest::has_partial_op(l, sc::reduce_op::max) || optest::has_partial_op(l, sc::reduce_op::min));
       auto check = [&](const char* what, bool legal, auto&& op, const std::vector<T>& ref) {
         if (legal) {
           const std::string err = optest::compare_global(op(), ref);
@@ -319,7 +332,7 @@ void all_layouts(std::array<int, N> shape, std::array<std::int64_t, 2> e, int sa
       const auto bl = sc::detail::bias_layout_for(l, 2);
       const auto bt = sc::distribute(m, bl, bias, std::array<std::int64_t, 1>{e[1]});
       const auto bt_before = optest::local_copy(bt);
-      check("bias_add", !optest::has_partial_op(l, sc::reduce_op::sum) && !int_avg, [&] { return sc::bias_add(x, bt); }, r_bias);
+      check("bias_add", !optest::has_partial_op(l, sc::reduce_op::sum) && !int_avg && !int_order, [&] { return sc::bias_add(x, bt); }, r_bias);
       // Misuse on the same layouts: unequal operand layouts, a bias in the wrong layout.
       const auto& other = ls[(li + 1) % ls.size()];
       if (!(other == l)) {
@@ -549,6 +562,60 @@ TEST_CASE_TEMPLATE("partial<avg> of integers takes only the identity", T, int, s
     if (optest::local_copy(x) != before) f.add(comm.rank(), "x changed");
   });
   f.report();
+}
+
+// A partial<max|min> of integers goes through no addition or subtraction: integer sums wrap
+// around, so the maximum of the transformed terms need not be the transformed maximum. The
+// terms here are a shard reduced to partial<max> (reduce<0, max>), where a rank with an
+// empty piece holds the identity, lowest(); for uint32 the terms alone wrap (1 - 3).
+// Over floating-point types the same calls run term by term and match the reference.
+TEST_CASE_TEMPLATE("partial<max> of integers goes through no addition; of floats it does", T, std::uint32_t, int, std::int64_t, double) {
+  // x: S(0) on 2 ranks, 3 rows x 2 columns, rows split (2, 1); with extent 1 rank 1's
+  // piece is empty and its term of reduce<0, max> is lowest().
+  for (const std::int64_t rows : {3, 1}) {
+    const std::vector<T> g = rows == 3 ? std::vector<T>{1, 7, 5, 2, 4, 9} : std::vector<T>{7, 2};
+    std::vector<T> colmax(2, g[0]);
+    colmax[1] = g[1];
+    for (std::int64_t r = 1; r < rows; ++r)
+      for (std::size_t c = 0; c < 2; ++c) colmax[c] = std::max(colmax[c], g[static_cast<std::size_t>(r * 2) + c]);
+    const std::vector<T> b{3, 1};  // subtracted (and added as a bias)
+    const auto minus = each2(colmax, b, [](T u, T v) { return static_cast<T>(u - v); });
+    const auto plus = each2(colmax, b, [](T u, T v) { return static_cast<T>(u + v); });
+    optest::failures f;
+    sc::host::run(2, [&](sc::host::communicator& comm) {
+      auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+      const sc::runtime_layout s0{pd::make_shard(0)}, r{pd::make_replicate()};
+      const auto x = sc::distribute(m, s0, g, std::array<std::int64_t, 2>{rows, 2});
+      const auto p = sc::reduce<0, sc::max>(x);  // partial<max>, rank-1 tensor of 2
+      if (!(p.layout() == sc::runtime_layout{pd::make_partial(sc::reduce_op::max)})) f.add(comm.rank(), "reduce<0, max> is not P(max)");
+      const auto bt = sc::distribute(m, r, b, std::array<std::int64_t, 1>{2});
+      auto run = [&](const char* what, auto&& op, const std::vector<T>& want) {
+        const std::string head = std::string(what) + " (rows " + std::to_string(rows) + "): ";
+        if constexpr (std::is_floating_point_v<T>) {
+          f.add(comm.rank(), optest::compare_global(op(), want));
+        } else {
+          try {
+            (void)op();
+            f.add(comm.rank(), head + "accepted an integer partial<max>");
+          } catch (const sc::layout_error& e) {
+            if (std::string(e.what()).find("partial<max|min> with an integral element type on mesh axis 0") == std::string::npos)
+              f.add(comm.rank(), head + "unexpected message: " + e.what());
+          }
+        }
+      };
+      run("sub", [&] { return sc::sub(p, bt); }, minus);
+      run("add", [&] { return sc::add(p, bt); }, plus);
+      run("b - p", [&] { return sc::sub(bt, p); }, each2(b, colmax, [](T u, T v) { return static_cast<T>(u - v); }));
+      run("bias_add", [&] { return sc::bias_add(p, bt); }, plus);
+      // The way that works for every type: the maximum first, then the arithmetic.
+      const auto pr = sc::redistribute(p, r);
+      f.add(comm.rank(), optest::compare_global(sc::sub(pr, bt), minus));
+      f.add(comm.rank(), optest::compare_global(sc::bias_add(pr, bt), plus));
+      // What no arithmetic touches still runs term by term: relu, identity.
+      f.add(comm.rank(), optest::compare_global(sc::map(p, sc::fn::identity), colmax));
+    });
+    f.report();
+  }
 }
 
 // fn::identity keeps every placement: partial<prod>, which takes no other map, included.

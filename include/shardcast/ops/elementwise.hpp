@@ -241,6 +241,7 @@ enum class op_rule : std::uint8_t {
   partial_with_replicate,   ///< zip family: one operand partial, the other replicate, and f lacks the property the partial needs
   mixed_partials,           ///< zip family: the result would be partial with different reduce ops on two axes
   integer_mean,             ///< map/zip family/mul/bias_add: a partial<avg> of integers would go through something other than the identity
+  integer_order,            ///< zip family/bias_add: a partial<max|min> of integers would go through integer addition or subtraction
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -273,12 +274,24 @@ struct functor_props {
   /// identity commutes with it (2 * trunc(1 / 2) = 0, trunc((2 * 1 + 2 * 0) / 2) = 1), so
   /// such an operand is refused whatever f's other properties.
   bool truncating_mean_in[2] = {false, false};
+  /// f adds or subtracts argument i in integer arithmetic (fn::add, fn::sub and bias_add
+  /// over integral operands). Integer sums wrap around, so f keeps the order of its terms
+  /// only where nothing wraps: with terms 1 and 5 of a partial<max> of uint32, 1 - 3 wraps
+  /// to 2^32 - 2 and becomes the maximum. A term can also be the op's identity
+  /// (numeric_limits<T>::lowest() for max), on a rank that held no element, and
+  /// lowest() - 1 overflows. Such a partial<max|min> operand is refused.
+  bool wrapping_in[2] = {false, false};
   bool identity = false;  ///< fn::identity: it keeps every placement
 };
 
 /// Is argument i a partial<avg> of integers that f would transform?
 constexpr bool integer_mean_through(const placement_desc& p, const functor_props& f, int i) {
   return p.is_partial() && p.op == reduce_op::avg && f.truncating_mean_in[i];
+}
+
+/// Is argument i a partial<max|min> of integers that f would add or subtract?
+constexpr bool integer_order_through(const placement_desc& p, const functor_props& f, int i) {
+  return p.is_partial() && (p.op == reduce_op::max || p.op == reduce_op::min) && f.wrapping_in[i];
 }
 
 /// Can the partial terms of argument i (placement p) go through f one by one, the other
@@ -307,6 +320,7 @@ constexpr placement_desc termwise(const placement_desc& p, const functor_props& 
 constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& f) {
   if (!p.is_partial()) return {op_rule::ok, p};
   if (integer_mean_through(p, f, 0)) return {op_rule::integer_mean, p};
+  if (integer_order_through(p, f, 0)) return {op_rule::integer_order, p};
   const placement_desc y = termwise(p, f, 0);
   if (y.is_partial()) return {op_rule::ok, y};
   return {additive_partial(p) ? op_rule::nonlinear_on_partial : op_rule::partial_not_termwise, p};
@@ -325,6 +339,7 @@ constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc&
   const int k = a.is_partial() && b.is_replicate() ? 0 : a.is_replicate() && b.is_partial() ? 1 : -1;
   if (k >= 0) {
     if (integer_mean_through(k == 0 ? a : b, f, k)) return {op_rule::integer_mean, a};
+    if (integer_order_through(k == 0 ? a : b, f, k)) return {op_rule::integer_order, a};
     const placement_desc y = termwise(k == 0 ? a : b, f, k);
     return y.is_partial() ? axis_rule{op_rule::ok, y} : axis_rule{op_rule::partial_with_replicate, a};
   }
@@ -348,13 +363,14 @@ constexpr placement_desc bias_placement_for(const placement_desc& x, int rank) {
 
 /// bias_add(x, bias) on one axis, x of rank `rank`. On a partial x the bias is replicate
 /// and added to every term: right for partial<avg|max|min> (x + b is affine and
-/// nondecreasing in x; for avg, x of a floating-point type), once per term too many for
-/// partial<sum|prod>. `integers`: x's element type is integral.
+/// nondecreasing in x; for avg, max and min, x of a floating-point type), once per term
+/// too many for partial<sum|prod>. `integers`: x's element type is integral.
 constexpr axis_rule bias_axis_rule(const placement_desc& x, const placement_desc& b, int rank, bool integers) {
   functor_props plus_bias;
   plus_bias.affine_in[0] = plus_bias.nondecreasing_in[0] = true;
-  plus_bias.truncating_mean_in[0] = integers;
+  plus_bias.truncating_mean_in[0] = plus_bias.wrapping_in[0] = integers;
   if (integer_mean_through(x, plus_bias, 0)) return {op_rule::integer_mean, x};
+  if (integer_order_through(x, plus_bias, 0)) return {op_rule::integer_order, x};
   if (x.is_partial() && !termwise(x, plus_bias, 0).is_partial()) return {op_rule::bias_on_partial, x};
   if (!(b == bias_placement_for(x, rank))) return {op_rule::bias_placement, x};
   return {op_rule::ok, x};
@@ -550,6 +566,18 @@ struct partial_avg_of_integers_on_mesh_axis {
                 "or hold the terms in a floating-point type.");
 };
 
+template <int Axis, class P, class F>
+struct partial_max_min_of_integers_on_mesh_axis {
+  static_assert(!std::is_same_v<P, P>,
+                "shardcast::add/sub/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element "
+                "type on the mesh axis named in partial_max_min_of_integers_on_mesh_axis<Axis, P, F>, and F adds or subtracts "
+                "it in integer arithmetic. Integer sums wrap around, so the maximum of the transformed terms is not the "
+                "transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), and a rank that held no "
+                "element holds the op's identity (numeric_limits<T>::lowest() for max), which overflows. Redistribute it to "
+                "replicate (all_reduce) on that axis first, e.g. x2 = redistribute<layout<..., replicate, ...>>(x), or hold "
+                "the terms in a floating-point type.");
+};
+
 /// Picks the error struct for verdict E (only instantiated when E != ok).
 template <op_rule E, int Axis, class PA, class PB, class F>
 struct elementwise_error {};
@@ -574,6 +602,10 @@ struct elementwise_error<op_rule::mixed_partials, Axis, PA, PB, F> : zip_result_
 template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::integer_mean, Axis, PA, PB, F>
     : partial_avg_of_integers_on_mesh_axis<Axis, std::conditional_t<std::is_same_v<PA, partial<avg>>, PA, PB>, F> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::integer_order, Axis, PA, PB, F>
+    : partial_max_min_of_integers_on_mesh_axis<Axis, std::conditional_t<std::is_same_v<PA, partial<max>> || std::is_same_v<PA, partial<min>>, PA, PB>,
+                                               F> {};
 
 /// `type` is layout_from<R.out>::type when the verdict is ok, else the error struct's (after its static_assert).
 template <class L, int Axis>
@@ -634,6 +666,12 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              "; its value is the truncated integer mean trunc((x1 + ... + xn) / n), which no map or combination but the identity "
              "commutes with (2 * trunc(1 / 2) = 0, but trunc((2 * 1 + 2 * 0) / 2) = 1), so redistribute it to replicate "
              "(all_reduce) on that axis first, or hold the terms in a floating-point type";
+    case op_rule::integer_order:
+      return head + "the tensor is partial<max|min> with an integral element type on " + ax +
+             " and the operator adds or subtracts it in integer arithmetic; integer sums wrap around, so the maximum of the "
+             "transformed terms is not the transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), "
+             "and a rank that held no element holds the op's identity (numeric_limits<T>::lowest() for max), which "
+             "overflows; redistribute it to replicate (all_reduce) on that axis first, or hold the terms in a floating-point type";
     case op_rule::mixed_partials:
       return head + "the result would be partial with different reduce ops on two mesh axes (the second is " + ax + ", where a is " +
              pa + " and b is " + pb + "); redistribute one operand's partial axes to replicate (all_reduce) first";
@@ -742,7 +780,12 @@ constexpr functor_props props_of() {
   p.nonincreasing_in[1] = is_nonincreasing_in_v<G, 1>;
   p.identity = std::is_same_v<G, fn::identity_fn>;
   p.truncating_mean_in[0] = std::is_integral_v<TA> && !p.identity;
-  if constexpr (!std::is_void_v<TB>) p.truncating_mean_in[1] = std::is_integral_v<TB>;
+  if constexpr (!std::is_void_v<TB>) {
+    p.truncating_mean_in[1] = std::is_integral_v<TB>;
+    // integer addition and subtraction wrap around (see wrapping_in)
+    constexpr bool int_sum = (std::is_same_v<G, fn::add_fn> || std::is_same_v<G, fn::sub_fn>) && std::is_integral_v<TA> && std::is_integral_v<TB>;
+    p.wrapping_in[0] = p.wrapping_in[1] = int_sum;
+  }
   if constexpr (std::is_void_v<TB>) {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;
