@@ -1,25 +1,30 @@
 #pragma once
 /// @file distribute.hpp
 /// Making distributed tensors: `distribute` (every rank keeps its piece of a global
-/// row-major tensor), `make_view` (no copy, over memory the caller has), `empty`, and
-/// `to_global` (collective: the whole tensor on every rank, partials reduced).
+/// row-major tensor), `generate` and `full` (every rank computes its piece from the
+/// global index, or fills it with one value: no rank holds the whole tensor),
+/// `make_view` (no copy, over memory the caller has), `empty`, and `to_global`
+/// (collective: the whole tensor on every rank, partials reduced).
 ///
-/// For a partial<sum|prod> axis, distribute puts the value on coordinate 0 and the
-/// op's identity elsewhere; for avg, max and min every rank holds the value.
+/// For a partial<sum|prod> axis, distribute, generate and full put the value on
+/// coordinate 0 and the op's identity elsewhere; for avg, max and min every rank holds
+/// the value.
 ///
-/// `distribute` is collective: before it copies anything, the ranks compare their
-/// arguments with one small all_reduce over the mesh's communicator
+/// `distribute`, `generate` and `full` are collective: before they write anything, the
+/// ranks compare their arguments with one small all_reduce over the mesh's communicator
 /// (`check_same_extents`), so extents or layouts that differ between ranks, or a bad
 /// argument on one rank, throw layout_error on every rank instead of hanging or reading
 /// out of bounds in a later collective. `make_view` and `empty` stay local (no
 /// communication: operators call them for every output); call `check_same_extents`
 /// yourself where their extents come from rank-local data.
 
+#include <algorithm>
 #include <array>
 #include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "dtensor.hpp"
@@ -110,30 +115,34 @@ void agree_on_arguments(const Mesh& m, const std::array<std::int64_t, R>& ext, c
     }
 }
 
-template <class T, int R, class L, class Mesh>
-dtensor<T, R, L, Mesh> distribute_impl(const Mesh& m, const runtime_layout& l, std::span<const T> global,
-                                        const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext, typename Mesh::stream_type s) {
+/// The checks every rank runs on the arguments of a tensor it makes with `who`
+/// (distribute, generate, full): `l` fits the mesh and the rank, uses one partial op, and
+/// the extents have a volume. Returns the volume.
+/// @throws layout_error naming `who`
+template <int R>
+std::int64_t check_new_tensor(int naxes, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
+                              const char* who) {
+  l.validate(naxes, R);
+  SHARDCAST_EXPECTS(same_op_partials(l),
+                    std::string(who) + ": layout \"" + to_string(l) + "\" mixes partial reduce ops; use one op for every partial axis");
+  return checked_volume(ext, who);
+}
+
+/// Makes this rank's piece under `l` of the tensor that `fill(host, b)` describes: fill
+/// writes the box `b` of the global tensor into `host` (row-major, b's extents); it is
+/// called on every rank that keeps values, and not on the ranks of a partial<sum|prod>
+/// axis other than coordinate 0, which hold the op's identity. `local_error` is what this
+/// rank's own argument checks threw (empty if none): the ranks share their verdicts first
+/// (agree_on_arguments), so all of them throw or none does.
+template <class T, int R, class L, class Mesh, class Fill>
+dtensor<T, R, L, Mesh> make_pieces(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
+                                   const std::string& local_error, const char* who, Fill&& fill, typename Mesh::stream_type s) {
   static_assert(check_element_type<T>());
   using ops = memory_ops<typename Mesh::memory_space>;
-  // Rank-local checks first, but their verdict is shared before anyone throws: a rank
-  // that threw alone would leave its peers waiting in their next collective.
-  std::string err;
-  try {
-    l.validate(Mesh::naxes, R);
-    SHARDCAST_EXPECTS(same_op_partials(l), "shardcast::distribute: layout \"" + to_string(l) + "\" mixes partial reduce ops; use one op for every partial axis");
-    const std::int64_t vol = checked_volume(ext, "shardcast::distribute");
-    SHARDCAST_EXPECTS(static_cast<std::int64_t>(global.size()) == vol,
-                      "shardcast::distribute: the global span has " + std::to_string(global.size()) +
-                          " elements but the extents describe " + std::to_string(vol) + "; pass the whole row-major tensor");
-  } catch (const layout_error& e) {
-    err = e.what();
-  }
-  agree_on_arguments(m, ext, l, err, "shardcast::distribute", s);
+  agree_on_arguments(m, ext, l, local_error, who, s);
   const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
-  const box g = full_box(ext.data(), R);
   const auto n = static_cast<std::size_t>(b.volume());
   std::vector<T> host(n);
-  memory_ops<host_memory>::copy_region(global.data(), g, host.data(), b, b);
   bool keeper = true;
   reduce_op op = reduce_op::sum;
   for (int a = 0; a < Mesh::naxes; ++a)
@@ -142,11 +151,64 @@ dtensor<T, R, L, Mesh> distribute_impl(const Mesh& m, const runtime_layout& l, s
       keeper = keeper && m.coord(a) == 0;
     }
   if (!keeper && (op == reduce_op::sum || op == reduce_op::prod)) std::fill(host.begin(), host.end(), identity_of<T>(op));
+  else if (n > 0) fill(host.data(), b);
   auto owner = ops::template allocate<T>(n, s);
   ops::from_host(owner.get(), host.data(), n, s);
   if constexpr (std::same_as<L, dynamic_layout>) return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get(), l);
   else return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get());
 }
+
+template <class T, int R, class L, class Mesh>
+dtensor<T, R, L, Mesh> distribute_impl(const Mesh& m, const runtime_layout& l, std::span<const T> global,
+                                        const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext, typename Mesh::stream_type s) {
+  static_assert(check_element_type<T>());
+  // Rank-local checks first, but their verdict is shared before anyone throws: a rank
+  // that threw alone would leave its peers waiting in their next collective.
+  std::string err;
+  try {
+    const std::int64_t vol = check_new_tensor<R>(Mesh::naxes, l, ext, "shardcast::distribute");
+    SHARDCAST_EXPECTS(static_cast<std::int64_t>(global.size()) == vol,
+                      "shardcast::distribute: the global span has " + std::to_string(global.size()) +
+                          " elements but the extents describe " + std::to_string(vol) + "; pass the whole row-major tensor");
+  } catch (const layout_error& e) {
+    err = e.what();
+  }
+  const box g = full_box(ext.data(), R);
+  return make_pieces<T, R, L>(
+      m, l, ext, err, "shardcast::distribute",
+      [&](T* host, const box& b) { memory_ops<host_memory>::copy_region(global.data(), g, host, b, b); }, s);
+}
+
+/// Writes f(i) for every global index i of box `b` into `out`, row-major (the last dim fastest).
+template <class T, std::size_t R, class F>
+void generate_box(T* out, const box& b, F& f) {
+  std::array<std::int64_t, R> i{};
+  for (std::size_t d = 0; d < R; ++d) i[d] = b.off[d];
+  const auto n = static_cast<std::size_t>(b.volume());
+  for (std::size_t k = 0; k < n; ++k) {
+    out[k] = static_cast<T>(f(std::as_const(i)));
+    for (std::size_t d = R; d-- > 0;) {  // the next index: carry from the last dim
+      if (++i[d] < b.off[d] + b.ext[d]) break;
+      i[d] = b.off[d];
+    }
+  }
+}
+
+template <class T, int R, class L, class Mesh, class F>
+dtensor<T, R, L, Mesh> generate_impl(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
+                                      F& f, const char* who, typename Mesh::stream_type s) {
+  std::string err;
+  try {
+    check_new_tensor<R>(Mesh::naxes, l, ext, who);
+  } catch (const layout_error& e) {
+    err = e.what();
+  }
+  return make_pieces<T, R, L>(m, l, ext, err, who, [&](T* host, const box& b) { generate_box<T, static_cast<std::size_t>(R)>(host, b, f); }, s);
+}
+
+/// The element type generate makes from F: what F returns for an index of R dims.
+template <class F, std::size_t R>
+using generated_t = std::remove_cvref_t<std::invoke_result_t<F&, const std::array<std::int64_t, R>&>>;
 
 template <int N>
 constexpr runtime_layout all_replicate() {
@@ -218,6 +280,61 @@ template <class Mesh, class T, std::size_t R>
 auto distribute(const Mesh& m, const runtime_layout& l, const std::vector<T>& global, const std::array<std::int64_t, R>& extents,
                 typename Mesh::stream_type s = {}) {
   return distribute(m, l, std::span<const T>(global), extents, s);
+}
+
+/// A tensor made where it lives: each rank computes only its own piece, with
+/// `f(i)` the element at global index `i` (a `const std::array<std::int64_t, R>&`), so no
+/// rank ever holds the whole tensor. The same tensor as `distribute` of the global tensor
+/// whose elements are f(i): for a partial<sum|prod> axis the values lie on coordinate 0
+/// and the op's identity elsewhere; for avg, max and min every rank holds them.
+/// `f` must give the same value for an index on every rank (a function of the index
+/// alone, such as a counter-based random number of a seed and the row-major position);
+/// it is called on the host, once for each element of this rank's piece, in row-major
+/// order, and not at all on ranks that hold the identity. The element type is what f
+/// returns. Device meshes: the piece is made on the host and copied on stream `s`.
+/// Collective like `distribute` (one small all_reduce compares the arguments first).
+/// @code
+///   // a 1000x512 weight, S(1) over a 4-rank axis: each rank computes its 1000x128 piece
+///   auto w = sc::generate<sc::layout<sc::shard<1>>>(mesh, std::array<std::int64_t, 2>{1000, 512},
+///       [](const std::array<std::int64_t, 2>& i) { return 0.01f * static_cast<float>((i[0] * 7 + i[1]) % 13); });
+/// @endcode
+/// @throws layout_error on every rank if an extent is negative, the extents overflow, or
+///         the ranks passed different extents; whatever `f` throws on the rank it throws on
+template <class Layout, class Mesh, std::size_t R, class F>
+dtensor<detail::generated_t<F, R>, static_cast<int>(R), Layout, Mesh> generate(const Mesh& m, const std::array<std::int64_t, R>& extents,
+                                                                              F&& f, typename Mesh::stream_type s = {}) {
+  static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  return detail::generate_impl<detail::generated_t<F, R>, static_cast<int>(R), Layout>(m, Layout::desc, extents, f, "shardcast::generate", s);
+}
+/// Dynamic-layout form of `generate`.
+/// @throws layout_error on every rank also if `l` does not fit the mesh or the rank, mixes
+///         partial ops, or differs between ranks
+template <class Mesh, std::size_t R, class F>
+dtensor<detail::generated_t<F, R>, static_cast<int>(R), dynamic_layout, Mesh> generate(const Mesh& m, const runtime_layout& l,
+                                                                                      const std::array<std::int64_t, R>& extents, F&& f,
+                                                                                      typename Mesh::stream_type s = {}) {
+  return detail::generate_impl<detail::generated_t<F, R>, static_cast<int>(R), dynamic_layout>(m, l, extents, f, "shardcast::generate", s);
+}
+
+/// A tensor whose every element is `value` (pass the same value on every rank), made like
+/// `generate`: for a partial<sum|prod> axis the value lies on coordinate 0 and the op's
+/// identity elsewhere, so the tensor's value is `value` under every layout. Collective.
+/// @code
+///   auto ones = sc::full<sc::layout<sc::shard<0>, sc::replicate>>(mesh, std::array<std::int64_t, 2>{6, 8}, 1.0f);
+/// @endcode
+template <class Layout, class Mesh, class T, std::size_t R>
+dtensor<T, static_cast<int>(R), Layout, Mesh> full(const Mesh& m, const std::array<std::int64_t, R>& extents, const T& value,
+                                                   typename Mesh::stream_type s = {}) {
+  static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  auto f = [&value](const std::array<std::int64_t, R>&) { return value; };
+  return detail::generate_impl<T, static_cast<int>(R), Layout>(m, Layout::desc, extents, f, "shardcast::full", s);
+}
+/// Dynamic-layout form of `full`.
+template <class Mesh, class T, std::size_t R>
+dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> full(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, R>& extents,
+                                                           const T& value, typename Mesh::stream_type s = {}) {
+  auto f = [&value](const std::array<std::int64_t, R>&) { return value; };
+  return detail::generate_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, f, "shardcast::full", s);
 }
 
 /// A non-owning dtensor over `local` (this rank's piece, row-major, in the mesh's memory space).

@@ -449,6 +449,12 @@ void redistribute_round_trip(Comm& c, const std::array<int, 2>& shape, cudaStrea
   auto pi = sc::empty<sc::layout<sc::shard<0>, sc::shard<1>>, float>(m, ext, s);
   sc::redistribute_into(p, pi, s);  // uneven reduce_scatter last: its padded chunk is trimmed into pi
   CHECK(sc::to_global(pi, s) == g);
+  // generate and full: each rank makes its device piece from the global index.
+  auto gen = sc::generate<sc::layout<sc::partial<>, sc::shard<1>>>(
+      m, ext, [](const std::array<std::int64_t, 2>& i) { return float((i[0] * 5 + i[1]) % 13); }, s);
+  CHECK(sc::to_global(gen, s) == g);
+  auto ones = sc::full<sc::layout<sc::shard<1>, sc::partial<sc::prod>>>(m, ext, 2.0f, s);
+  CHECK(sc::to_global(ones, s) == std::vector<float>(35, 2.0f));
 }
 }  // namespace
 
