@@ -77,6 +77,23 @@ TEST_CASE_TEMPLATE("host all_reduce matches the reference for every op", T, floa
       }
 }
 
+// avg divides the sum by the number of ranks, which an int8 cannot hold from 128 ranks on
+// (200 is -56) and a uint8 from 256 (256 is 0: a division by zero).
+TEST_CASE("host all_reduce avg of 8-bit integers on 200 and 256 ranks divides by the rank count") {
+  std::atomic<int> wrong{0};
+  sc::host::run(200, [&](sc::host::communicator& c) {
+    std::int8_t x[2] = {static_cast<std::int8_t>(c.rank() == 0 ? 100 : 0), static_cast<std::int8_t>(c.rank() < 100 ? -1 : 1)}, y[2] = {};
+    c.all_reduce(x, y, 2, sc::reduce_op::avg);
+    if (y[0] != 100 / 200 || y[1] != 0) ++wrong;  // trunc(100 / 200) and trunc(0 / 200)
+  });
+  sc::host::run(256, [&](sc::host::communicator& c) {
+    std::uint8_t x = c.rank() == 0 ? 255 : 0, y = 1;
+    c.all_reduce(&x, &y, 1, sc::reduce_op::avg);
+    if (y != 0) ++wrong;
+  });
+  CHECK(wrong == 0);
+}
+
 TEST_CASE_TEMPLATE("host all_gather, reduce_scatter, all_to_all, broadcast", T, float, std::int64_t) {
   for (int n : {1, 2, 3, 5})
     for (std::size_t count : {std::size_t{0}, std::size_t{3}, std::size_t{64}}) {

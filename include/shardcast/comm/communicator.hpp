@@ -181,11 +181,24 @@ inline void accumulate(T* __restrict acc, const T* __restrict x, std::size_t n, 
   }
 }
 
+/// x / d, the mean of d terms whose sum is x. An integral T divides in its promoted type:
+/// d converted to T would wrap for narrow types (200 is -56 as an int8, and 256 is 0 as a
+/// uint8, a division by zero).
+template <class T>
+SHARDCAST_HOST_DEVICE constexpr T divide_mean(T x, std::int64_t d) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(x / d);
+  else return static_cast<T>(x / static_cast<T>(d));
+}
+
 /// Divides by the group size after a sum, which is what avg means.
 template <class T>
 inline void finish_avg(T* acc, std::size_t n, int group_size) {
-  const T d = static_cast<T>(group_size);
-  for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / d);
+  if constexpr (std::is_integral_v<T>) {
+    for (std::size_t i = 0; i < n; ++i) acc[i] = divide_mean(acc[i], group_size);
+  } else {
+    const T d = static_cast<T>(group_size);
+    for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / d);
+  }
 }
 
 }  // namespace detail

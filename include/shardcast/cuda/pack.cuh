@@ -83,8 +83,9 @@ SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor)
     dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
 }
 
-template <class T>
-SHARDCAST_KERNEL void divide_kernel(T* __restrict__ dst, std::size_t n, T divisor) {
+/// dst[i] / divisor; D is std::int64_t for integral T (see shardcast::detail::divide_mean), T otherwise.
+template <class T, class D>
+SHARDCAST_KERNEL void divide_kernel(T* __restrict__ dst, std::size_t n, D divisor) {
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
     dst[i] = static_cast<T>(dst[i] / divisor);
 }
@@ -183,9 +184,11 @@ void scale_elements(T* dst, std::size_t n, T factor, cudaStream_t s) {
 
 /// dst[i] /= divisor for i < n (integer types: truncating), stream-ordered.
 template <class T>
-void divide_elements(T* dst, std::size_t n, T divisor, cudaStream_t s) {
+void divide_elements(T* dst, std::size_t n, std::int64_t divisor, cudaStream_t s) {
   if (n == 0) return;
-  detail::divide_kernel<T><<<detail::grid_for(std::int64_t(n), 256), 256, 0, s>>>(dst, n, divisor);
+  const unsigned grid = detail::grid_for(std::int64_t(n), 256);
+  if constexpr (std::is_integral_v<T>) detail::divide_kernel<T, std::int64_t><<<grid, 256, 0, s>>>(dst, n, divisor);
+  else detail::divide_kernel<T, T><<<grid, 256, 0, s>>>(dst, n, static_cast<T>(static_cast<double>(divisor)));
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
@@ -225,7 +228,7 @@ struct memory_ops<device_memory> {
   template <class T>
   static void scale(T* dst, std::size_t n, T factor, cudaStream_t s) { device::scale_elements(dst, n, factor, s); }
   template <class T>
-  static void divide(T* dst, std::size_t n, T divisor, cudaStream_t s) { device::divide_elements(dst, n, divisor, s); }
+  static void divide(T* dst, std::size_t n, std::int64_t divisor, cudaStream_t s) { device::divide_elements(dst, n, divisor, s); }
   template <class T>
   static void to_host(T* host_dst, const T* src, std::size_t n, cudaStream_t s) {
     if (n == 0) return;

@@ -411,7 +411,7 @@ class executor {
   void finish_mean(const step_geometry& sg, T* out, std::size_t n) {
     if constexpr (std::is_integral_v<T>) {
       if (sg.avg_divisor > 1) [[unlikely]]
-        ops::divide(out, n, static_cast<T>(sg.avg_divisor), s_);
+        ops::divide(out, n, sg.avg_divisor, s_);
     }
   }
 

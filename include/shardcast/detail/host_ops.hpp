@@ -43,8 +43,8 @@ struct memory_ops<host_memory> {
     for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(dst[i] * factor);
   }
   template <class T>
-  static void divide(T* dst, std::size_t n, T divisor, host_stream = {}) {
-    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(dst[i] / divisor);
+  static void divide(T* dst, std::size_t n, std::int64_t divisor, host_stream = {}) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = divide_mean(dst[i], divisor);
   }
   template <class T>
   static void to_host(T* host_dst, const T* src, std::size_t n, host_stream = {}) {
