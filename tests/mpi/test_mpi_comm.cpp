@@ -67,6 +67,37 @@ TEST_CASE_TEMPLATE("mpi all_reduce and reduce_scatter, every op", T, float, doub
   }
 }
 
+// 8-bit sums wrap modulo 2^8 on every backend. OpenMPI's op/avx component (AVX-512
+// machines) adds MPI_INT8_T and MPI_UINT8_T with saturation from 16 elements on, so the
+// communicator sums them with an op of its own; 64 elements here, whose sums overflow.
+TEST_CASE_TEMPLATE("mpi sum and avg of 8-bit integers wrap as on the host backend", T, std::int8_t, std::uint8_t) {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  const std::size_t n = 64;
+  auto in_at = [](int r, std::size_t i) { return static_cast<T>(100 + 37 * r + static_cast<int>(i)); };
+  auto wrapped_sum = [&](std::size_t i) {
+    unsigned acc = 0;
+    for (int r = 0; r < p; ++r) acc += static_cast<unsigned char>(in_at(r, i));
+    return static_cast<T>(static_cast<unsigned char>(acc));
+  };
+  for (sc::reduce_op op : {sc::reduce_op::sum, sc::reduce_op::avg}) {
+    CAPTURE(static_cast<int>(op));
+    auto want = [&](std::size_t i) { return op == sc::reduce_op::sum ? wrapped_sum(i) : static_cast<T>(wrapped_sum(i) / p); };
+    std::vector<T> in(n), out(n);
+    for (std::size_t i = 0; i < n; ++i) in[i] = in_at(me, i);
+    c.all_reduce(in.data(), out.data(), n, op);
+    int wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += out[i] != want(i);
+    CHECK(wrong == 0);
+    std::vector<T> big(n * static_cast<std::size_t>(p)), part(n);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = in_at(me, i);
+    c.reduce_scatter(big.data(), part.data(), n, op);
+    wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += part[i] != want(static_cast<std::size_t>(me) * n + i);
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("mpi all_reduce with some ranks in place and others not, in one call") {
   auto c = world();
   const int p = c.size(), me = c.rank();
