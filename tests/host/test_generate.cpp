@@ -149,6 +149,10 @@ TEST_CASE("generate and full with compile-time layouts, on a mesh and on a mesh_
       if (p.data()[k] != want_here) fail.add(c.rank(), "full under P(prod),S(1): local element " + std::to_string(k) + " is wrong");
     auto q = sc::full(m, sc::runtime_layout::parse("P(max),R"), std::array<std::int64_t, 1>{6}, std::int64_t{-4});
     if (sc::to_global(q) != std::vector<std::int64_t>(6, -4)) fail.add(c.rank(), "full under P(max),R is not -4 everywhere");
+    // a rank-0 tensor: one element, f called with an empty index
+    auto s0 = sc::generate(m, sc::runtime_layout::parse("R,P(sum)"), std::array<std::int64_t, 0>{},
+                           [](const std::array<std::int64_t, 0>&) { return std::int32_t{5}; });
+    if (sc::to_global(s0) != std::vector<std::int32_t>{5}) fail.add(c.rank(), "a rank-0 generate under R,P(sum) is not 5");
     auto z = sc::full<sc::layout<partial<sc::sum>, replicate>>(m, std::array<std::int64_t, 2>{0, 3}, 1.0);
     if (z.local_size() != 0 || !sc::to_global(z).empty()) fail.add(c.rank(), "full of an empty tensor is not empty");
   });
