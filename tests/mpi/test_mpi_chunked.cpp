@@ -265,3 +265,70 @@ TEST_CASE("a receive that gets fewer elements than it expects throws comm_error 
     c.all_to_allv(s.data(), sc_.data(), zero.data(), r.data(), rc.data(), zero.data());
   c.barrier();
 }
+
+// Above the limit a message travels in pieces, and a piece shorter than the limit ends it,
+// so the receiver sees any count mismatch: a sender of fewer elements than a receive of
+// several pieces expects (which left the receive waiting for pieces that never came), and
+// one of more (whose surplus went to the next receive). Messages of exactly a multiple of
+// the limit end with an empty piece.
+TEST_CASE("chunked point-to-point messages: exact multiples of the limit arrive whole, every count mismatch throws") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  if (p < 2) return;
+  for (const std::size_t lim : {std::size_t{2}, std::size_t{3}}) {
+    CAPTURE(lim);
+    limit_guard g(lim);
+    // Whole messages of 0, lim - 1, lim, 2 lim and 2 lim + 1 elements, by send/recv and by sendrecv.
+    for (const std::size_t n : {std::size_t{0}, lim - 1, lim, 2 * lim, 2 * lim + 1}) {
+      CAPTURE(n);
+      std::vector<int> a(n), b(n, -1);
+      for (std::size_t i = 0; i < n; ++i) a[i] = me * 100 + static_cast<int>(i);
+      if (me == 0) c.send(a.data(), n, 1);
+      if (me == 1) {
+        c.recv(b.data(), n, 0);
+        for (std::size_t i = 0; i < n; ++i) CHECK(b[i] == static_cast<int>(i));
+      }
+      if (me < 2) {
+        std::fill(b.begin(), b.end(), -1);
+        c.sendrecv(a.data(), n, 1 - me, b.data(), n, 1 - me);
+        for (std::size_t i = 0; i < n; ++i) CHECK(b[i] == (1 - me) * 100 + static_cast<int>(i));
+      }
+      c.barrier();
+    }
+    // Fewer: rank 0 sends lim (two pieces: lim, then an empty one) or 1 element; rank 1 expects 2 lim + 1.
+    for (const std::size_t sent : {lim, std::size_t{1}}) {
+      std::vector<int> a(sent, 1), b(2 * lim + 1, 0);
+      if (me == 0) c.send(a.data(), sent, 1);
+      if (me == 1) CHECK_THROWS_WITH_AS(c.recv(b.data(), 2 * lim + 1, 0), doctest::Contains("which sent fewer"), sc::comm_error);
+      if (me == 0) c.sendrecv(a.data(), sent, 1, b.data(), 0, 1);
+      if (me == 1) {
+        std::vector<int> none;
+        CHECK_THROWS_WITH_AS(c.sendrecv(none.data(), 0, 0, b.data(), 2 * lim + 1, 0), doctest::Contains("which sent fewer"), sc::comm_error);
+      }
+      c.barrier();
+    }
+    // More: rank 0 sends 2 lim (lim, lim, empty); rank 1 expects lim, and the second piece does
+    // not fit where the empty one belongs. Rank 1 then takes the empty piece left over.
+    {
+      std::vector<int> a(2 * lim, 1), b(2 * lim, 0);
+      if (me == 0) c.send(a.data(), 2 * lim, 1);
+      if (me == 1) {
+        CHECK_THROWS_AS(c.recv(b.data(), lim, 0), sc::comm_error);
+        c.recv(b.data(), 0, 0);  // the empty last piece: the channel is clean again
+      }
+      c.barrier();
+    }
+    // all_to_allv: rank 1 expects 2 lim + 1 elements from rank 0, which sends lim.
+    const auto P = static_cast<std::size_t>(p);
+    std::vector<std::size_t> zero(P, 0), scount(P, 0), rcount(P, 0);
+    if (me == 0) scount[1] = lim;
+    if (me == 1) rcount[0] = 2 * lim + 1;
+    std::vector<int> s(2 * lim + 1, 7), r(2 * lim + 1, 0);
+    if (me == 1)
+      CHECK_THROWS_WITH_AS(c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data()),
+                           doctest::Contains("which sent fewer"), sc::comm_error);
+    else
+      c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data());
+    c.barrier();
+  }
+}

@@ -58,6 +58,16 @@ inline std::size_t max_count = static_cast<std::size_t>(INT_MAX);
 /// max_count as used: at least 1, at most INT_MAX.
 inline std::size_t limit() { return std::clamp<std::size_t>(max_count, 1, static_cast<std::size_t>(INT_MAX)); }
 
+/// A point-to-point message of `count` elements travels as count / limit() pieces of
+/// limit() elements, then one of count % limit() (possibly empty): below limit() one
+/// message, as MPI_Send would make. A piece shorter than limit() ends the message, so the
+/// receiver tells the sender's count from the pieces (see communicator::receive_pieces).
+inline std::size_t pieces(std::size_t count) { return count / limit() + 1; }
+/// The size of piece i of a message of `count` elements.
+inline int piece(std::size_t count, std::size_t i) {
+  return static_cast<int>(i < count / limit() ? limit() : count % limit());
+}
+
 /// Bytes staged per call when a reduce_scatter above the limit is split (256 MiB).
 inline constexpr std::size_t stage_bytes = std::size_t{1} << 28;
 
@@ -258,9 +268,12 @@ class communicator {
     }
   }
 
-  /// Non-blocking sends and receives of at most max_count elements each, posted to every
-  /// peer at once; counts and displacements stay std::size_t. A receive that gets fewer
-  /// elements than `recv_counts` says throws comm_error naming both ranks and counts.
+  /// Non-blocking sends of every peer's message in pieces of at most max_count elements
+  /// (detail::piece), and receives posted for every peer at once below max_count elements;
+  /// larger messages are received piece by piece once every send is posted. Counts and
+  /// displacements stay std::size_t. A receive that gets another count than `recv_counts`
+  /// says throws comm_error naming both ranks and counts (more, below max_count: MPI's
+  /// truncation error).
   template <element_type T>
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
@@ -269,38 +282,38 @@ class communicator {
     if (send_counts[rank_] != recv_counts[rank_])
       throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " sends itself " + std::to_string(send_counts[rank_]) +
                        " elements but expects " + std::to_string(recv_counts[rank_]));
-    auto pieces = [](std::size_t n) { return n == 0 ? std::size_t{1} : (n + detail::limit() - 1) / detail::limit(); };
+    const std::size_t lim = detail::limit();
     std::vector<MPI_Request> reqs;
     struct posted {
       int peer;
       std::size_t expect;
     };
     std::vector<posted> what;  // one per receive request, in order
+    // A message below max_count elements is one piece, received at once; larger ones are
+    // taken piece by piece once every send is posted (communicator::receive_pieces).
     for (int q = 0; q < size_; ++q) {
-      if (q == rank_) continue;
+      if (q == rank_ || recv_counts[q] >= lim) continue;
       const std::size_t n = recv_counts[q];
-      for (std::size_t k = 0; k < pieces(n); ++k) {
-        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
-        reqs.emplace_back();
-        what.push_back({q, m});
-        const int rc = MPI_Irecv(recv + recv_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
-        if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Irecv");
-      }
+      reqs.emplace_back();
+      what.push_back({q, n});
+      const int rc = MPI_Irecv(recv + recv_displs[q], detail::to_int(n), dt, q, detail::a2av_tag, comm, &reqs.back());
+      if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Irecv");
     }
     const std::size_t nrecv = reqs.size();
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       const std::size_t n = send_counts[q];
-      for (std::size_t k = 0; k < pieces(n); ++k) {
-        const std::size_t off = k * detail::limit(), m = std::min(detail::limit(), n - std::min(n, off));
+      for (std::size_t k = 0; k < detail::pieces(n); ++k) {
         reqs.emplace_back();
-        const int rc = MPI_Isend(send + send_displs[q] + off, detail::to_int(m), dt, q, detail::a2av_tag, comm, &reqs.back());
+        const int rc = MPI_Isend(send + send_displs[q] + k * lim, detail::piece(n, k), dt, q, detail::a2av_tag, comm, &reqs.back());
         if (rc != MPI_SUCCESS) cancel_and_throw(reqs, rc, "MPI_Isend");
       }
     }
     const auto me = static_cast<std::size_t>(rank_);
     if (send_counts[me] > 0 && recv + recv_displs[me] != send + send_displs[me])
       std::memcpy(recv + recv_displs[me], send + send_displs[me], send_counts[me] * sizeof(T));
+    for (int q = 0; q < size_; ++q)
+      if (q != rank_ && recv_counts[q] >= lim) receive_pieces(recv + recv_displs[q], recv_counts[q], q, detail::a2av_tag, "all_to_allv");
     std::vector<MPI_Status> st(reqs.size());
     const int rc = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), st.data());
     if (rc != MPI_SUCCESS) {
@@ -334,42 +347,27 @@ class communicator {
     } while (off < count);
   }
 
-  /// Blocking send, in messages of at most max_count elements.
+  /// Blocking send, in pieces (see detail::piece): one message below max_count elements.
   template <element_type T>
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
-    std::size_t off = 0;
-    do {
-      const std::size_t n = std::min(count - off, detail::limit());
-      SHARDCAST_MPI_TRY(MPI_Send(buf + off, detail::to_int(n), dt, peer, tag, c()));
-      off += n;
-    } while (off < count);
+    for (std::size_t i = 0; i < detail::pieces(count); ++i)
+      SHARDCAST_MPI_TRY(MPI_Send(buf + i * detail::limit(), detail::piece(count, i), dt, peer, tag, c()));
   }
 
-  /// Blocking receive; throws comm_error when the sender sent a different count.
+  /// Blocking receive; throws comm_error when the sender sent a different count (more:
+  /// MPI's truncation error).
   template <element_type T>
   void recv(T* buf, std::size_t count, int peer, stream_type = {}) {
-    const MPI_Datatype dt = detail::datatype<T>();
-    std::size_t off = 0;
-    do {
-      const std::size_t n = std::min(count - off, detail::limit());
-      MPI_Status st;
-      SHARDCAST_MPI_TRY(MPI_Recv(buf + off, detail::to_int(n), dt, peer, tag, c(), &st));
-      int got = 0;
-      MPI_Get_count(&st, dt, &got);
-      if (static_cast<std::size_t>(got) != n)
-        throw comm_error("shardcast::mpi::recv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) +
-                         " elements from rank " + std::to_string(peer) + ", which sent fewer");
-      off += n;
-    } while (off < count);
+    receive_pieces(buf, count, peer, tag, "recv");
   }
 
   /// Sends `send_count` elements to `dest` and receives `recv_count` from `source` at once
-  /// (MPI_Sendrecv; above max_count elements, every part posted with MPI_Irecv and
-  /// MPI_Isend, then waited for), so exchanges in which every rank sends and receives
-  /// complete whatever the sizes. The messages are those of send and recv: a sendrecv
-  /// matches a recv on `dest` and a send on `source`. Throws comm_error when `source` sent
-  /// fewer elements (more: MPI's truncation error).
+  /// (MPI_Sendrecv; from max_count elements on, every piece of the send posted with
+  /// MPI_Isend, then the receive taken piece by piece), so exchanges in which every rank
+  /// sends and receives complete whatever the sizes. The messages are those of send and
+  /// recv: a sendrecv matches a recv on `dest` and a send on `source`. Throws comm_error
+  /// when `source` sent fewer elements (more: MPI's truncation error).
   template <element_type T>
   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
@@ -378,7 +376,7 @@ class communicator {
       return comm_error("shardcast::mpi::sendrecv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(recv_count) +
                         " elements from rank " + std::to_string(source) + ", which sent fewer");
     };
-    if (send_count <= lim && recv_count <= lim) {
+    if (send_count < lim && recv_count < lim) {
       MPI_Status st;
       SHARDCAST_MPI_TRY(MPI_Sendrecv(send, detail::to_int(send_count), dt, dest, tag, recv, detail::to_int(recv_count), dt, source, tag, c(), &st));
       int got = 0;
@@ -386,23 +384,15 @@ class communicator {
       if (static_cast<std::size_t>(got) != recv_count) throw fewer();
       return;
     }
-    // The parts of each side as send and recv make them (max_count elements each, at least
-    // one). All are posted before any is waited for: a peer that calls recv then send takes
-    // every part of this rank's message before it sends its own.
-    const std::size_t ns = send_count ? (send_count + lim - 1) / lim : 1, nr = recv_count ? (recv_count + lim - 1) / lim : 1;
-    auto part = [&](std::size_t count, std::size_t i) { return detail::to_int(std::min(lim, count - std::min(i * lim, count))); };
-    std::vector<MPI_Request> req(nr + ns, MPI_REQUEST_NULL);
-    std::vector<MPI_Status> st(nr + ns);
-    for (std::size_t i = 0; i < nr; ++i)
-      SHARDCAST_MPI_TRY(MPI_Irecv(recv + i * lim, part(recv_count, i), dt, source, tag, c(), &req[i]));
+    // The pieces of the message as send makes them (detail::piece), all posted before the
+    // receive, which takes its pieces one by one: a peer that calls recv then send takes
+    // every piece of this rank's message before it sends its own.
+    const std::size_t ns = detail::pieces(send_count);
+    std::vector<MPI_Request> req(ns, MPI_REQUEST_NULL);
     for (std::size_t i = 0; i < ns; ++i)
-      SHARDCAST_MPI_TRY(MPI_Isend(send + i * lim, part(send_count, i), dt, dest, tag, c(), &req[nr + i]));
-    SHARDCAST_MPI_TRY(MPI_Waitall(static_cast<int>(req.size()), req.data(), st.data()));
-    for (std::size_t i = 0; i < nr; ++i) {
-      int got = 0;
-      MPI_Get_count(&st[i], dt, &got);
-      if (got != part(recv_count, i)) throw fewer();
-    }
+      SHARDCAST_MPI_TRY(MPI_Isend(send + i * lim, detail::piece(send_count, i), dt, dest, tag, c(), &req[i]));
+    receive_pieces(recv, recv_count, source, tag, "sendrecv");
+    SHARDCAST_MPI_TRY(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
   }
 
   void barrier() { SHARDCAST_MPI_TRY(MPI_Barrier(c())); }
@@ -427,6 +417,28 @@ class communicator {
 
  private:
   static constexpr int tag = 0x5c;
+
+  /// Receives a message of `count` elements that the sender split with detail::piece, one
+  /// piece at a time, and checks it: a piece shorter than max_count ends the message, so a
+  /// sender of fewer elements is seen when its last piece arrives, and one of more when a
+  /// piece does not fit (MPI's truncation error). Throws comm_error naming `who`.
+  template <class T>
+  void receive_pieces(T* buf, std::size_t count, int peer, int tg, const char* who) {
+    const MPI_Datatype dt = detail::datatype<T>();
+    const std::size_t lim = detail::limit();
+    std::size_t off = 0;
+    for (;;) {
+      MPI_Status st;
+      SHARDCAST_MPI_TRY(MPI_Recv(buf + off, detail::to_int(std::min(lim, count - off)), dt, peer, tg, c(), &st));
+      int got = 0;
+      MPI_Get_count(&st, dt, &got);
+      off += static_cast<std::size_t>(got);
+      if (static_cast<std::size_t>(got) < lim) break;  // the sender's last piece
+    }
+    if (off != count)
+      throw comm_error("shardcast::mpi::" + std::string(who) + ": rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(count) +
+                       " elements from rank " + std::to_string(peer) + ", which sent fewer (" + std::to_string(off) + ")");
+  }
 
   MPI_Comm c() const {
     if (!comm_ || *comm_ == MPI_COMM_NULL) throw comm_error("shardcast::mpi: operation on a null communicator");
