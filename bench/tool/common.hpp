@@ -135,6 +135,7 @@ inline std::size_t parse_size(const std::string& s) {
       throw std::invalid_argument("size '" + s + "': trailing characters");
   }
   if (v < 0) throw std::invalid_argument("size '" + s + "' is negative");
+  if (!(v * mul < 0x1p62)) throw std::invalid_argument("size '" + s + "' is too large");
   return static_cast<std::size_t>(v * mul);
 }
 
@@ -162,13 +163,14 @@ inline bool parse_op(const std::string& s, reduce_op& op) {
   return false;
 }
 
-/// The sizes swept from -b to -e: multiplied by -f, or stepped by -i when given.
+/// The sizes swept from -b to -e: multiplied by -f (at least one byte more each row, so a
+/// fractional factor on small sizes, or -b 0, still reaches -e), or stepped by -i when given.
 inline std::vector<std::size_t> sweep(const options& o) {
   std::vector<std::size_t> v;
   for (std::size_t s = o.min_bytes; s <= o.max_bytes;) {
     v.push_back(s);
-    std::size_t next = o.increment ? s + o.increment : static_cast<std::size_t>(static_cast<double>(s) * o.factor);
-    if (next <= s) break;
+    const std::size_t next = o.increment ? s + o.increment : std::max(s + 1, static_cast<std::size_t>(static_cast<double>(s) * o.factor));
+    if (next <= s || (!o.increment && o.factor <= 1.0)) break;
     s = next;
   }
   return v;
@@ -216,11 +218,17 @@ inline counts counts_for(coll c, std::size_t bytes, std::size_t elem, int n) {
   return k;
 }
 
-/// Deterministic input of rank r, element i: small positive integers, so every
-/// reduction over a few ranks is exact in every supported type.
+/// Deterministic input of rank r, element i: small positive integers (1 to 5), so every
+/// reduction over a few ranks is exact in every supported type, drawn from a hash of (r, i)
+/// so that no two ranks, and no two blocks of a rank, hold the same sequence: a result
+/// that takes one rank's data or one block for another differs from the reference.
 template <class T>
 inline T input_value(int r, std::size_t i) {
-  return static_cast<T>(1 + (static_cast<std::size_t>(r) * 7 + i * 3) % 5);
+  std::uint64_t z = (static_cast<std::uint64_t>(r) << 40) ^ static_cast<std::uint64_t>(i);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64's finaliser
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<T>(1 + z % 5);
 }
 
 template <class T>
@@ -317,6 +325,31 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  --no-roofline         skip the memcpy measurements\n");
 }
 
+/// The value of option `opt` as a whole int: "abc", "5x" and out-of-range values are refused.
+inline int parse_int(const std::string& opt, const std::string& v) {
+  std::size_t pos = 0;
+  int r = 0;
+  try {
+    r = std::stoi(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != v.size()) throw std::invalid_argument(opt + ": '" + v + "' is not a whole number");
+  return r;
+}
+/// The value of option `opt` as a number (decimals allowed); "abc" and "2x" are refused.
+inline double parse_real(const std::string& opt, const std::string& v) {
+  std::size_t pos = 0;
+  double r = 0;
+  try {
+    r = std::stod(v, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != v.size()) throw std::invalid_argument(opt + ": '" + v + "' is not a number");
+  return r;
+}
+
 /// Parses argv into `o`; returns false (after printing why) on bad input.
 inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
   if (argc < 2) {
@@ -340,16 +373,30 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
         if (i + 1 >= argc) throw std::invalid_argument("option " + a + " needs a value");
         return argv[++i];
       };
-      if (a == "-b" || a == "--minbytes") o.min_bytes = parse_size(val());
-      else if (a == "-e" || a == "--maxbytes") o.max_bytes = parse_size(val());
-      else if (a == "-f" || a == "--stepfactor") o.factor = std::stod(val());
-      else if (a == "-i" || a == "--stepbytes") o.increment = parse_size(val());
-      else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
-      else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
-      else if (a == "--warmup-ms") o.warmup_ms = std::stod(val());
-      else if (a == "-c" || a == "--check") o.check = std::stoi(val());
-      else if (a == "-r" || a == "--root") o.root = std::stoi(val());
-      else if (a == "--batches") o.batches = std::stoi(val());
+      // The whole value must be a number: "5x" is refused, not read as 5.
+      auto integer = [&] { return parse_int(a, val()); };
+      auto real = [&] { return parse_real(a, val()); };
+      auto size = [&] {
+        const std::string v = val();
+        try {
+          return parse_size(v);
+        } catch (const std::logic_error& e) {  // stod's invalid_argument or out_of_range, or parse_size's own
+          const std::string w = e.what();
+          throw std::invalid_argument(a + ": " + (w == "stod" ? "'" + v + "' is not a size" : w));
+        }
+      };
+      if (a == "-b" || a == "--minbytes") o.min_bytes = size();
+      else if (a == "-e" || a == "--maxbytes") o.max_bytes = size();
+      else if (a == "-f" || a == "--stepfactor") o.factor = real();
+      else if (a == "-i" || a == "--stepbytes") o.increment = size();
+      else if (a == "-n" || a == "--iters") o.iters = integer();
+      else if (a == "-w" || a == "--warmup_iters") o.warmup = integer();
+      else if (a == "--warmup-ms") o.warmup_ms = real();
+      else if (a == "-c" || a == "--check") {
+        o.check = integer();
+        if (o.check != 0 && o.check != 1) throw std::invalid_argument("-c takes 0 or 1");
+      } else if (a == "-r" || a == "--root") o.root = integer();
+      else if (a == "--batches") o.batches = integer();
       else if (a == "--inplace") o.inplace = true;
       else if (a == "-d" || a == "--datatype") {
         const std::string s = val();
@@ -359,7 +406,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
         if (!parse_op(s, o.op)) throw std::invalid_argument("unknown op '" + s + "' (sum avg max min prod)");
       } else if (a == "--json") o.json = val();
       else if (!mpi_tool && a == "--backend") o.backend = val();
-      else if (!mpi_tool && (a == "--ranks" || a == "-g")) o.ranks = std::stoi(val());
+      else if (!mpi_tool && (a == "--ranks" || a == "-g")) o.ranks = integer();
       else if (!mpi_tool && a == "--vs") o.vs = val();
       else if (!mpi_tool && a == "--mpi-bin") o.mpi_bin = val();
       else if (!mpi_tool && a == "--no-roofline") o.roofline = false;

@@ -39,10 +39,8 @@ bool parse_dims(const std::string& s, std::vector<V>& out) {
     std::size_t j = s.find('x', i);
     if (j == std::string::npos) j = s.size();
     const std::string part = s.substr(i, j - i);
-    if (part.empty()) return false;
-    std::size_t pos = 0;
-    const long long v = std::stoll(part, &pos);
-    if (pos != part.size() || v < 0) return false;
+    if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 18) return false;
+    const long long v = std::stoll(part);
     out.push_back(static_cast<V>(v));
     i = j + 1;
   }
@@ -107,16 +105,22 @@ int run_transition(int argc, char** argv) {
         if (i + 1 >= argc) throw std::invalid_argument("option " + a + " needs a value");
         return argv[++i];
       };
+      auto integer = [&] { return parse_int(a, val()); };
       if (a == "--from") o.from = val();
       else if (a == "--to") o.to = val();
       else if (a == "--mesh") {
         if (!parse_dims(val(), o.mesh)) throw std::invalid_argument("--mesh takes sizes like 2x2");
+        for (int v : o.mesh)
+          if (v < 1 || v > 1 << 16) throw std::invalid_argument("--mesh: every axis needs 1 to 65536 ranks");
       } else if (a == "--extents") {
         if (!parse_dims(val(), o.extents)) throw std::invalid_argument("--extents takes sizes like 4096x4096");
-      } else if (a == "-n" || a == "--iters") o.iters = std::stoi(val());
-      else if (a == "-w" || a == "--warmup_iters") o.warmup = std::stoi(val());
-      else if (a == "--batches") o.batches = std::stoi(val());
-      else if (a == "-c" || a == "--check") o.check = std::stoi(val());
+      } else if (a == "-n" || a == "--iters") o.iters = integer();
+      else if (a == "-w" || a == "--warmup_iters") o.warmup = integer();
+      else if (a == "--batches") o.batches = integer();
+      else if (a == "-c" || a == "--check") {
+        o.check = integer();
+        if (o.check != 0 && o.check != 1) throw std::invalid_argument("-c takes 0 or 1");
+      }
       else if (a == "--backend") o.backend = val();
       else if (a == "--json") o.json = val();
       else throw std::invalid_argument("unknown option '" + a + "'");
@@ -124,6 +128,10 @@ int run_transition(int argc, char** argv) {
     if (o.from.empty() || o.to.empty() || o.mesh.empty() || o.extents.empty())
       throw std::invalid_argument("redistribute needs --from, --to, --mesh and --extents");
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
+    if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");
+    long long ranks = 1;
+    for (int v : o.mesh) ranks *= v;
+    if (ranks > 1 << 20) throw std::invalid_argument("--mesh: more than 2^20 ranks");
     if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardcast-bench redistribute: %s\n", e.what());

@@ -150,6 +150,7 @@ int report_transition(const transition_options& o, const transition_problem<N, R
   std::printf("\n# algbw = global tensor bytes / time; predicted/measured: bytes sent by the busiest rank per redistribute\n");
   if (!o.json.empty()) {
     std::ofstream f(o.json);
+    f.precision(17);  // sizes and byte counts exactly, times to the last digit
     f << "{\"tool\": \"shardcast-bench\", \"mode\": \"redistribute\", \"backend\": \"" << o.backend << "\", \"from\": \"" << o.from
       << "\", \"to\": \"" << o.to << "\", \"mesh\": \"" << joined(o.mesh) << "\", \"extents\": \"" << joined(o.extents)
       << "\", \"ranks\": " << pb.nranks << ", \"size\": " << bytes << ", \"time_us\": " << secs * 1e6 << ", \"predicted_bytes\": " << predicted
