@@ -3,6 +3,7 @@
 // vocabulary and repeated; the per-rank partial lookups are checked shard by shard.
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <mutex>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/nn/embedding.hpp>
@@ -76,8 +77,10 @@ void check_embedding(std::array<int, N> shape, i64 vocab, i64 hidden, const std:
 
 template <template <int, int> class Kind>
 void embedding_on_meshes() {
-  // ids outside [0, vocab), repeated ids (their gradients add up), ids in every shard
-  const std::vector<i64> ids{0, 6, -1, 7, 3, 100, 3, 5, 1};
+  // ids outside [0, vocab), repeated ids (their gradients add up), ids in every shard, and
+  // the int64 limits (far outside: id - first row of a shard would overflow, which the
+  // UndefinedBehaviorSanitizer build reports)
+  const std::vector<i64> ids{0, 6, -1, 7, 3, 100, 3, 5, 1, std::numeric_limits<i64>::min(), std::numeric_limits<i64>::max()};
   for (auto shape : {std::array<int, 2>{1, 3}, std::array<int, 2>{3, 1}, std::array<int, 2>{2, 2}, std::array<int, 2>{1, 2}}) {
     check_embedding<Kind<1, 0>>(shape, 7, 3, ids);
     check_embedding<Kind<1, 0>>(shape, 2, 2, ids);  // fewer vocab rows than TP ranks on 1x3: an empty shard

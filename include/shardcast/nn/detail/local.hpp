@@ -48,7 +48,8 @@ struct embedding_exec<host_memory> {
                      host_stream = {}) {
     const auto uh = static_cast<std::size_t>(h);
     for (std::size_t r = 0; r < n; ++r) {
-      const auto v = static_cast<std::int64_t>(ids[r]) - v0;
+      const auto id = static_cast<std::int64_t>(ids[r]);  // compared before subtracting: id - v0 could overflow
+      const std::int64_t v = id >= v0 ? id - v0 : -1;
       T* o = out + r * uh;
       if (v >= 0 && v < nv) std::copy(table + static_cast<std::size_t>(v) * uh, table + static_cast<std::size_t>(v + 1) * uh, o);
       else std::fill(o, o + uh, T{});
@@ -60,7 +61,8 @@ struct embedding_exec<host_memory> {
     const auto uh = static_cast<std::size_t>(h);
     std::fill(grad, grad + static_cast<std::size_t>(nv) * uh, T{});
     for (std::size_t r = 0; r < n; ++r) {
-      const auto v = static_cast<std::int64_t>(ids[r]) - v0;
+      const auto id = static_cast<std::int64_t>(ids[r]);
+      const std::int64_t v = id >= v0 ? id - v0 : -1;
       if (v < 0 || v >= nv) continue;
       T* g = grad + static_cast<std::size_t>(v) * uh;
       const T* d = dy + r * uh;
