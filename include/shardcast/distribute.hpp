@@ -359,6 +359,28 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> empty(const Mesh& m, const std::ar
   return dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, owner, owner.get());
 }
 
+/// Dynamic-layout form of `make_view`: `local` is this rank's piece under `l`.
+/// @throws layout_error if `l` does not fit the mesh or the rank, or mixes partial ops
+template <class Mesh, class T, std::size_t R>
+dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, const runtime_layout& l, T* local,
+                                                                const std::array<std::int64_t, R>& extents) {
+  static_assert(detail::check_element_type<std::remove_const_t<T>>());
+  detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::make_view");
+  return dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, nullptr, local, l);
+}
+
+/// Dynamic-layout form of `empty` (`empty<T>(m, l, extents)`).
+/// @throws layout_error if `l` does not fit the mesh or the rank, or mixes partial ops
+template <class T, class Mesh, std::size_t R>
+dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> empty(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, R>& extents,
+                                                            typename Mesh::stream_type s = {}) {
+  static_assert(detail::check_element_type<T>());
+  detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::empty");
+  const box b = local_box(l, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
+  auto owner = detail::memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
+  return dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, owner, owner.get(), l);
+}
+
 /// Collective: the whole global tensor on every rank (partial axes reduced).
 template <class T, int R, class L, class Mesh>
 std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) {

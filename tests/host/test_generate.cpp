@@ -241,3 +241,37 @@ TEST_CASE("the counter-based generator of docs/01_layouts.md gives one global te
   });
   fail.report();
 }
+
+TEST_CASE("empty and make_view take run-time layouts too, and refuse ones that do not fit") {
+  st::failures fail;
+  const std::array<std::int64_t, 2> ext{5, 4};
+  const std::vector<double> global = st::make_global<double>(20);
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const auto l = sc::runtime_layout::parse("S(0),P(max)");
+    auto e = sc::empty<double>(m, l, ext);
+    if (!(e.layout() == l) || !e.owns()) fail.add(c.rank(), "empty: not an owning tensor under S(0),P(max)");
+    // fill this rank's piece as distribute would (max: every rank holds the value)
+    const sc::box b = e.local_box();
+    for (std::size_t k = 0; k < e.local_size(); ++k)
+      e.data()[k] = global[static_cast<std::size_t>(st::global_index(b, ext.data(), static_cast<std::int64_t>(k)))];
+    fail.add(c.rank(), st::check_against_reference(e, global));
+    std::vector<double> mine(e.data(), e.data() + e.local_size());
+    auto v = sc::make_view(m, l, mine.data(), ext);
+    if (v.owns() || v.data() != mine.data() || !(v.local_box() == b)) fail.add(c.rank(), "make_view: not a view over the caller's piece");
+    if (sc::to_global(v) != global) fail.add(c.rank(), "make_view: to_global differs from the reference");
+    int refused = 0;
+    try {
+      (void)sc::empty<double>(m, sc::runtime_layout::parse("S(2),R"), ext);
+    } catch (const sc::layout_error&) {
+      ++refused;
+    }
+    try {
+      (void)sc::make_view(m, sc::runtime_layout::parse("P(sum),P(max)"), mine.data(), ext);
+    } catch (const sc::layout_error& ex) {
+      if (std::string(ex.what()).find("shardcast::make_view") != std::string::npos) ++refused;
+    }
+    if (refused != 2) fail.add(c.rank(), "a layout that does not fit was accepted");
+  });
+  fail.report();
+}
