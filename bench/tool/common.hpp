@@ -325,29 +325,25 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  --no-roofline         skip the memcpy measurements\n");
 }
 
-/// The value of option `opt` as a whole int: "abc", "5x" and out-of-range values are refused.
-inline int parse_int(const std::string& opt, const std::string& v) {
+/// The value of option `opt`, converted by `conv(v, &pos)` (std::stoi, std::stod): a value
+/// that is not all `what` ("abc", "5x", out of range) is refused.
+template <class Num, class Conv>
+Num parse_number(const std::string& opt, const std::string& v, Conv conv, const char* what) {
   std::size_t pos = 0;
-  int r = 0;
+  Num r{};
   try {
-    r = std::stoi(v, &pos);
+    r = conv(v, &pos);
   } catch (const std::exception&) {
     pos = 0;
   }
-  if (pos == 0 || pos != v.size()) throw std::invalid_argument(opt + ": '" + v + "' is not a whole number");
+  if (pos == 0 || pos != v.size()) throw std::invalid_argument(opt + ": '" + v + "' is not " + what);
   return r;
 }
-/// The value of option `opt` as a number (decimals allowed); "abc" and "2x" are refused.
+inline int parse_int(const std::string& opt, const std::string& v) {
+  return parse_number<int>(opt, v, [](const std::string& x, std::size_t* p) { return std::stoi(x, p); }, "a whole number");
+}
 inline double parse_real(const std::string& opt, const std::string& v) {
-  std::size_t pos = 0;
-  double r = 0;
-  try {
-    r = std::stod(v, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != v.size()) throw std::invalid_argument(opt + ": '" + v + "' is not a number");
-  return r;
+  return parse_number<double>(opt, v, [](const std::string& x, std::size_t* p) { return std::stod(x, p); }, "a number");
 }
 
 /// Parses argv into `o`; returns false (after printing why) on bad input.
