@@ -202,6 +202,19 @@ TEST_CASE("mpi split: groups by color, ordered by key, null for negative color")
   else CHECK(none.size() == p - 1);
 }
 
+// The overlap worker makes MPI calls from a second thread: overlap_context asks the
+// communicator first, which refuses a thread level below MPI_THREAD_SERIALIZED.
+TEST_CASE("mpi require_threads refuses thread levels below MPI_THREAD_SERIALIZED") {
+  CHECK_THROWS_WITH_AS(sc::mpi::communicator::require_threads("who", MPI_THREAD_SINGLE),
+                       doctest::Contains("who: MPI runs at thread level"), sc::comm_error);
+  CHECK_THROWS_AS(sc::mpi::communicator::require_threads("who", MPI_THREAD_FUNNELED), sc::comm_error);
+  CHECK_NOTHROW(sc::mpi::communicator::require_threads("who", MPI_THREAD_SERIALIZED));
+  CHECK_NOTHROW(sc::mpi::communicator::require_threads("who", MPI_THREAD_MULTIPLE));
+  int level = -1;
+  MPI_Query_thread(&level);
+  CHECK(sc::mpi::communicator::query_thread_level() == level);
+}
+
 TEST_CASE("mpi errors become comm_error with MPI's message") {
   auto c = world();
   auto g = c.split(0, c.rank());

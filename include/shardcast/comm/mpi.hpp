@@ -397,6 +397,23 @@ class communicator {
 
   void barrier() { SHARDCAST_MPI_TRY(MPI_Barrier(c())); }
 
+  /// Throws comm_error, naming `who`, unless MPI's thread level `level` lets a second thread
+  /// of the process make MPI calls (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE), as the
+  /// worker of an overlap_context does. Every rank initialised MPI alike, so all throw or none.
+  static void require_threads(const char* who, int level = query_thread_level()) {
+    if (level >= MPI_THREAD_SERIALIZED) return;
+    throw comm_error(std::string(who) + ": MPI runs at thread level " + std::to_string(level) +
+                     ", but a second thread of this process would make MPI calls; initialise MPI with "
+                     "MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) and check that provided is at least "
+                     "MPI_THREAD_SERIALIZED");
+  }
+  /// MPI_Query_thread's level for this process.
+  static int query_thread_level() {
+    int level = MPI_THREAD_SINGLE;
+    detail::check(MPI_Query_thread(&level), "MPI_Query_thread");
+    return level;
+  }
+
   /// Collective: ranks with equal `color` form one communicator, ordered by key then rank.
   /// A negative color gives the null communicator. The result owns its MPI_Comm.
   communicator split(int color, int key) const {

@@ -249,7 +249,7 @@ struct overlap_access;
 ///
 /// Host memory only: the device version (two streams and events) is not implemented.
 /// On MPI the worker thread makes MPI calls, so MPI must be initialised with at least
-/// MPI_THREAD_SERIALIZED.
+/// MPI_THREAD_SERIALIZED (the constructor throws comm_error otherwise).
 ///
 /// @code
 ///   auto mesh = sc::make_mesh(comm, std::array<int, 1>{4});
@@ -265,8 +265,10 @@ class overlap_context {
  public:
   /// Collective over `m`: duplicates its communicators and starts the worker thread.
   /// @throws comm_error if the split fails on this or a peer rank
+  /// @throws comm_error on an MPI mesh whose MPI runs below MPI_THREAD_SERIALIZED (on
+  ///         every rank, before anything collective)
   explicit overlap_context(const Mesh& m)
-      : mesh_(m), own_(m.comm().split(0, m.rank()), m.shape()), worker_(std::make_unique<detail::comm_worker>()) {}
+      : mesh_(checked(m)), own_(m.comm().split(0, m.rank()), m.shape()), worker_(std::make_unique<detail::comm_worker>()) {}
   /// Not copyable or movable: it owns a running thread (hold it by unique_ptr to move it).
   overlap_context(const overlap_context&) = delete;
   overlap_context& operator=(const overlap_context&) = delete;
@@ -276,6 +278,13 @@ class overlap_context {
 
  private:
   friend struct detail::overlap_access;
+  /// `m`, once its communicator allows a second thread to call it (communicators that
+  /// say so with a static require_threads(who), such as MPI's).
+  static const Mesh& checked(const Mesh& m) {
+    if constexpr (requires { Mesh::comm_type::require_threads("shardcast::overlap_context"); })
+      Mesh::comm_type::require_threads("shardcast::overlap_context");
+    return m;
+  }
   Mesh mesh_;
   shardcast::mesh<Mesh::naxes, typename Mesh::comm_type> own_;  ///< the duplicate: same shape and ranks, its own communicators (owned also when Mesh is a mesh_ref)
   std::unique_ptr<detail::comm_worker> worker_;  // last: joined before own_ goes away
