@@ -584,10 +584,10 @@ class communicator {
   /// a receive on every rank would wait on each other above SHARDCAST_HOST_EAGER_BYTES, or
   /// once the channels are full. (As with MPI's standard-mode sends, a message over
   /// SHARDCAST_HOST_EAGER_BYTES returns only once received: a pattern whose receive of it
-  /// comes after another sendrecv of the receiving rank that waits for the same, waits.) The message is the next on the (this rank,
-  /// dest) channel, so it matches a recv() or the receive half of a sendrecv(). `dest` and
-  /// `source` may both be this rank (a copy; the counts must agree); `send` and `recv` must
-  /// not overlap. Returns once `send` may be reused and `recv` holds the message.
+  /// comes after another sendrecv of the receiving rank that waits for the same, waits.)
+  /// The message is the next on the (this rank, dest) channel, so it matches a recv() or
+  /// the receive half of a sendrecv(). `dest` and `source` may both be this rank (a copy;
+  /// the counts must agree); `send` and `recv` must not overlap. Returns once `send` may be reused and `recv` holds the message.
   /// @throws comm_error on a size or type mismatch (as send and recv), a failed peer or a timeout.
   template <element_type T>
   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
@@ -619,12 +619,14 @@ class communicator {
       }
     }
     detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
-    if (!received) try {
+    if (!received) {
+      try {
         take(recv, recv_count, source, "sendrecv");
       } catch (...) {
         if (e.large) withdraw(e);  // `send` is not read after this throws
         throw;
       }
+    }
     if (e.large) finish_send<T>(ch, e, send_count, dest, "sendrecv");
   }
 
