@@ -115,6 +115,19 @@ void agree_on_arguments(const Mesh& m, const std::array<std::int64_t, R>& ext, c
     }
 }
 
+/// What `check()` throws as layout_error on this rank, or "" when it passes: the rank-local
+/// verdict that agree_on_arguments shares before anyone throws (a rank that threw alone
+/// would leave its peers waiting in their next collective).
+template <class Check>
+std::string local_verdict(Check&& check) {
+  try {
+    check();
+  } catch (const layout_error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 /// The checks every rank runs on the arguments of a tensor it makes with `who`
 /// (distribute, generate, full): `l` fits the mesh and the rank, uses one partial op, and
 /// the extents have a volume. Returns the volume.
@@ -154,25 +167,19 @@ dtensor<T, R, L, Mesh> make_pieces(const Mesh& m, const runtime_layout& l, const
   else if (n > 0) fill(host.data(), b);
   auto owner = ops::template allocate<T>(n, s);
   ops::from_host(owner.get(), host.data(), n, s);
-  if constexpr (std::same_as<L, dynamic_layout>) return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get(), l);
-  else return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get());
+  return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get(), l);  // (a static layout's constructor ignores l)
 }
 
 template <class T, int R, class L, class Mesh>
 dtensor<T, R, L, Mesh> distribute_impl(const Mesh& m, const runtime_layout& l, std::span<const T> global,
                                         const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext, typename Mesh::stream_type s) {
   static_assert(check_element_type<T>());
-  // Rank-local checks first, but their verdict is shared before anyone throws: a rank
-  // that threw alone would leave its peers waiting in their next collective.
-  std::string err;
-  try {
+  const std::string err = local_verdict([&] {
     const std::int64_t vol = check_new_tensor<R>(Mesh::naxes, l, ext, "shardcast::distribute");
     SHARDCAST_EXPECTS(static_cast<std::int64_t>(global.size()) == vol,
                       "shardcast::distribute: the global span has " + std::to_string(global.size()) +
                           " elements but the extents describe " + std::to_string(vol) + "; pass the whole row-major tensor");
-  } catch (const layout_error& e) {
-    err = e.what();
-  }
+  });
   const box g = full_box(ext.data(), R);
   return make_pieces<T, R, L>(
       m, l, ext, err, "shardcast::distribute",
@@ -197,13 +204,19 @@ void generate_box(T* out, const box& b, F& f) {
 template <class T, int R, class L, class Mesh, class F>
 dtensor<T, R, L, Mesh> generate_impl(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
                                       F& f, const char* who, typename Mesh::stream_type s) {
-  std::string err;
-  try {
-    check_new_tensor<R>(Mesh::naxes, l, ext, who);
-  } catch (const layout_error& e) {
-    err = e.what();
-  }
+  const std::string err = local_verdict([&] { check_new_tensor<R>(Mesh::naxes, l, ext, who); });
   return make_pieces<T, R, L>(m, l, ext, err, who, [&](T* host, const box& b) { generate_box<T, static_cast<std::size_t>(R)>(host, b, f); }, s);
+}
+
+/// An owning tensor under `l` (the layout type L, or dynamic_layout) with its piece
+/// allocated and uninitialised; the arguments are checked by the caller.
+template <class T, int R, class L, class Mesh>
+dtensor<T, R, L, Mesh> empty_impl(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
+                                  typename Mesh::stream_type s) {
+  static_assert(check_element_type<T>());
+  const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
+  auto owner = memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
+  return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get(), l);  // (a static layout's constructor ignores l)
 }
 
 /// The element type generate makes from F: what F returns for an index of R dims.
@@ -233,12 +246,7 @@ constexpr runtime_layout all_replicate() {
 /// @endcode
 template <class Mesh, std::size_t R>
 void check_same_extents(const Mesh& m, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
-  std::string err;
-  try {
-    detail::checked_volume(extents, "shardcast::check_same_extents");
-  } catch (const layout_error& e) {
-    err = e.what();
-  }
+  const std::string err = detail::local_verdict([&] { detail::checked_volume(extents, "shardcast::check_same_extents"); });
   detail::agree_on_arguments(m, extents, detail::all_replicate<Mesh::naxes>(), err, "shardcast::check_same_extents", s);
 }
 
@@ -352,11 +360,8 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, T* local,
 template <class Layout, class T, class Mesh, std::size_t R>
 dtensor<T, static_cast<int>(R), Layout, Mesh> empty(const Mesh& m, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
   static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
-  static_assert(detail::check_element_type<T>());
   detail::checked_volume(extents, "shardcast::empty");
-  const box b = local_box(Layout::desc, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
-  auto owner = detail::memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
-  return dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, owner, owner.get());
+  return detail::empty_impl<T, static_cast<int>(R), Layout>(m, Layout::desc, extents, s);
 }
 
 /// Dynamic-layout form of `make_view`: `local` is this rank's piece under `l`.
@@ -374,11 +379,8 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, c
 template <class T, class Mesh, std::size_t R>
 dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> empty(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, R>& extents,
                                                             typename Mesh::stream_type s = {}) {
-  static_assert(detail::check_element_type<T>());
   detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::empty");
-  const box b = local_box(l, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
-  auto owner = detail::memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
-  return dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, owner, owner.get(), l);
+  return detail::empty_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, s);
 }
 
 /// Collective: the whole global tensor on every rank (partial axes reduced).

@@ -193,12 +193,7 @@ SHARDCAST_HOST_DEVICE constexpr T divide_mean(T x, std::int64_t d) {
 /// Divides by the group size after a sum, which is what avg means.
 template <class T>
 inline void finish_avg(T* acc, std::size_t n, int group_size) {
-  if constexpr (std::is_integral_v<T>) {
-    for (std::size_t i = 0; i < n; ++i) acc[i] = divide_mean(acc[i], group_size);
-  } else {
-    const T d = static_cast<T>(group_size);
-    for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] / d);
-  }
+  for (std::size_t i = 0; i < n; ++i) acc[i] = divide_mean(acc[i], group_size);
 }
 
 }  // namespace detail

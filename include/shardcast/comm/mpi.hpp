@@ -372,16 +372,14 @@ class communicator {
   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     const std::size_t lim = detail::limit();
-    auto fewer = [&] {
-      return comm_error("shardcast::mpi::sendrecv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(recv_count) +
-                        " elements from rank " + std::to_string(source) + ", which sent fewer");
-    };
     if (send_count < lim && recv_count < lim) {
       MPI_Status st;
       SHARDCAST_MPI_TRY(MPI_Sendrecv(send, detail::to_int(send_count), dt, dest, tag, recv, detail::to_int(recv_count), dt, source, tag, c(), &st));
       int got = 0;
       MPI_Get_count(&st, dt, &got);
-      if (static_cast<std::size_t>(got) != recv_count) throw fewer();
+      if (static_cast<std::size_t>(got) != recv_count)
+        throw comm_error("shardcast::mpi::sendrecv: rank " + std::to_string(rank_) + " posted a receive of " + std::to_string(recv_count) +
+                         " elements from rank " + std::to_string(source) + ", which sent fewer");
       return;
     }
     // The pieces of the message as send makes them (detail::piece), all posted before the

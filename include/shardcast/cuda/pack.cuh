@@ -83,11 +83,11 @@ SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor)
     dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
 }
 
-/// dst[i] / divisor; D is std::int64_t for integral T (see shardcast::detail::divide_mean), T otherwise.
-template <class T, class D>
-SHARDCAST_KERNEL void divide_kernel(T* __restrict__ dst, std::size_t n, D divisor) {
+/// dst[i] / divisor, as shardcast::detail::divide_mean divides.
+template <class T>
+SHARDCAST_KERNEL void divide_kernel(T* __restrict__ dst, std::size_t n, std::int64_t divisor) {
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    dst[i] = static_cast<T>(dst[i] / divisor);
+    dst[i] = shardcast::detail::divide_mean(dst[i], divisor);
 }
 
 /// The rows of `p` with the unit kernel.
@@ -186,9 +186,7 @@ void scale_elements(T* dst, std::size_t n, T factor, cudaStream_t s) {
 template <class T>
 void divide_elements(T* dst, std::size_t n, std::int64_t divisor, cudaStream_t s) {
   if (n == 0) return;
-  const unsigned grid = detail::grid_for(std::int64_t(n), 256);
-  if constexpr (std::is_integral_v<T>) detail::divide_kernel<T, std::int64_t><<<grid, 256, 0, s>>>(dst, n, divisor);
-  else detail::divide_kernel<T, T><<<grid, 256, 0, s>>>(dst, n, static_cast<T>(static_cast<double>(divisor)));
+  detail::divide_kernel<T><<<detail::grid_for(std::int64_t(n), 256), 256, 0, s>>>(dst, n, divisor);
   SHARDCAST_CUDA_CHECK_LAUNCH();
 }
 
