@@ -168,12 +168,28 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
   /// nests the other way (the column bias in the file comment) takes an all_gather first.
   zero_param(const tensor_type& full, Optimizer opt, stream_type s = {}) : opt_(opt) {
     const auto sliced = redistribute<shard_layout>(full, s);  // a local slice, or an all_gather and a slice (see above)
-    param_ = fresh_like(sliced, s);
-    ops::copy(param_.data(), sliced.data(), param_.local_size(), s);
+    param_ = copy_of(sliced, s);
     for (int i = 0; i < Optimizer::state_buffers; ++i) {
       state_[i] = fresh_like(sliced, s);
       ops::fill(state_[i].data(), state_[i].local_size(), T{}, s);
     }
+  }
+
+  /// Not copyable: a copy would share the shard and the optimizer state (a dtensor is a
+  /// handle) but count its steps apart, so Adam's bias correction would go wrong on both.
+  /// Use `clone` for an independent copy (a checkpoint); moving is fine.
+  zero_param(const zero_param&) = delete;
+  zero_param& operator=(const zero_param&) = delete;
+  zero_param(zero_param&&) noexcept = default;
+  zero_param& operator=(zero_param&&) noexcept = default;
+
+  /// An independent copy: this rank's shard and optimizer state copied into new buffers,
+  /// with the same step count and hyper-parameters. Local (no communication).
+  zero_param clone(stream_type s = {}) const {
+    zero_param c(opt_, t_);
+    c.param_ = copy_of(param_, s);
+    for (int i = 0; i < Optimizer::state_buffers; ++i) c.state_[i] = copy_of(state_[i], s);
+    return c;
   }
 
   /// Collective over the mesh: the whole parameter in `use_layout` (all-gather over the DP axis).
@@ -200,7 +216,13 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
   /// This rank's shard of the parameter.
   const shard_type& local_shard() const { return param_; }
   /// This rank's shard of optimizer state buffer i (sgd: 0 = momentum; adam: 0 = m, 1 = v).
-  const shard_type& state(int i) const { return state_[i]; }
+  /// @throws layout_error unless 0 <= i < Optimizer::state_buffers
+  const shard_type& state(int i) const {
+    SHARDCAST_EXPECTS(i >= 0 && i < Optimizer::state_buffers,
+                      "shardcast::nn::zero_param::state(i): i is out of range; the optimizer has Optimizer::state_buffers buffers "
+                      "(sgd: 1, the momentum; adam: 2, m and v)");
+    return state_[i];
+  }
   /// The optimizer's hyper-parameters (mutable, e.g. for a learning-rate schedule).
   Optimizer& optimizer() { return opt_; }
   const Optimizer& optimizer() const { return opt_; }
@@ -208,7 +230,13 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
   long steps() const { return t_; }
 
  private:
+  zero_param(const Optimizer& opt, long t) : opt_(opt), t_(t) {}
   static shard_type fresh_like(const shard_type& x, stream_type s) { return empty<shard_layout, T>(x.mesh(), x.global_extents(), s); }
+  static shard_type copy_of(const shard_type& x, stream_type s) {
+    auto c = fresh_like(x, s);
+    ops::copy(c.data(), x.data(), x.local_size(), s);
+    return c;
+  }
 
   Optimizer opt_;
   shard_type param_;
