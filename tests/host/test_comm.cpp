@@ -522,6 +522,53 @@ TEST_CASE("host sendrecv: mismatched sizes, a message to itself without its rece
   });
 }
 
+// A larger message withdrawn by a sendrecv whose receive half failed is dropped from its
+// channel: the peer's receive of it throws, naming the sender, and once both ranks have
+// caught their exceptions the next messages on the same channel go through.
+TEST_CASE("host sendrecv: a withdrawn message is dropped, and the channel carries the next one") {
+  constexpr std::size_t big = 4096;  // over the eager limit
+  std::atomic<bool> withdrawn{false};
+  std::atomic<int> wrong{0}, caught{0};
+  sc::host::run(2, [&](sc::host::communicator& c) {
+    std::vector<float> s(big, 2.f), d(big + 5, 0.f);
+    if (c.rank() == 0) {
+      try {  // sends `big` to rank 1, whose 3-element message does not fit the receive of 5
+        c.sendrecv(s.data(), big, 1, d.data(), 5, 1);
+        ++wrong;
+      } catch (const sc::comm_error&) {
+        ++caught;
+      }
+      withdrawn = true;
+      std::vector<float> next(7);
+      for (std::size_t i = 0; i < next.size(); ++i) next[i] = static_cast<float>(i + 1);
+      c.send(next.data(), next.size(), 1);
+      c.recv(d.data(), 2, 1);
+      if (d[0] != 8.f || d[1] != 9.f) ++wrong;
+    } else {
+      try {
+        c.send(s.data(), 3, 0);
+      } catch (const sc::comm_error&) {  // without eager messages the send learns of the mismatch too
+        if (SHARDCAST_HOST_EAGER_BYTES >= 3 * sizeof(float)) ++wrong;
+      }
+      while (!withdrawn) std::this_thread::yield();
+      try {
+        c.recv(d.data(), big, 0);
+        ++wrong;
+      } catch (const sc::comm_error& e) {
+        if (std::string(e.what()).find("rank 0 withdrew its message") != std::string::npos) ++caught;
+      }
+      std::vector<float> next(7, 0.f);
+      c.recv(next.data(), next.size(), 0);  // the message after the withdrawn one
+      for (std::size_t i = 0; i < next.size(); ++i)
+        if (next[i] != static_cast<float>(i + 1)) ++wrong;
+      const float back[2] = {8.f, 9.f};
+      c.send(back, 2, 0);
+    }
+  });
+  CHECK(caught == 2);
+  CHECK(wrong == 0);
+}
+
 // sendrecv completes on full channels: each rank first fills its channel to the other with
 // SHARDCAST_HOST_SEND_DEPTH eager sends (which return at once), then both call sendrecv
 // with each other, with an eager message. Its receive takes the peer's first message, and

@@ -879,7 +879,12 @@ class communicator {
       if (!e.state.compare_exchange_strong(expected, detail::p2p_entry::taking, std::memory_order_acq_rel)) {
         // The send gave up, and its buffer may be gone. Its rank failed: in a timeout or an
         // abort (the world says why), or in the receive half of its own sendrecv, whose
-        // exception host::run reports once it ends the run.
+        // exception host::run reports once it ends the run. The message is dropped (the
+        // entry goes back to the sender), so a caller that goes on after the exception
+        // receives that rank's next message next.
+        e.turn.store(2 * (h + SHARDCAST_HOST_SEND_DEPTH), std::memory_order_seq_cst);
+        ch.taken = h + 1;
+        ch.wake();
         if (g_->world->aborted.load(std::memory_order_acquire)) g_->throw_aborted(where);
         throw comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(peer) + " withdrew its message of " +
                          std::to_string(sent) + " " + to_string(sent_type) + " to rank " + std::to_string(rank_) +
