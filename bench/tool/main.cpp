@@ -217,9 +217,9 @@ bool write_json(const bn::options& o, int nranks, const std::vector<row>& rows, 
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "%s\n    {\"size\": %zu, \"count\": %zu, \"time_us\": %.4f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, "
-                  "\"wrong\": %lld, \"memcpy1_gbs\": %.6f, \"memcpyN_gbs\": %.6f, \"mpi_time_us\": %.4f}",
+                  "\"wrong\": %lld, \"memcpy1_gbs\": %.6f, \"memcpyN_gbs\": %.6f, \"mpi_time_us\": %.4f, \"mpi_wrong\": %lld}",
                   i ? "," : "", r.k.bytes, r.k.total, r.time_us, r.algbw, r.busbw, static_cast<long long>(r.wrong), r.cpy1, r.cpyN,
-                  r.mpi_us);
+                  r.mpi_us, static_cast<long long>(r.mpi_wrong));
     s += buf;
   }
   s += "\n  ]\n}\n";

@@ -122,7 +122,7 @@ int run(const bn::options& o, int n, int me) {
     sum_bus += busbw;
     ++rows;
     if (me == 0) {
-      std::printf(" %12zu %12zu %8s %6s %6d %10.2f %8.3f %8.3f %6lld\n", k.bytes, k.total, sc::to_string(o.type),
+      std::printf(" %12zu %12zu %8s %6s %6d %10.4f %8.3f %8.3f %6lld\n", k.bytes, k.total, sc::to_string(o.type),
                   bn::has_op(o.op_kind) ? sc::to_string(o.op) : "none", o.op_kind == bn::coll::broadcast ? o.root : -1, us, algbw,
                   busbw, static_cast<long long>(wrong));
       std::fflush(stdout);
