@@ -36,13 +36,21 @@ namespace detail {
 template <std::size_t R>
 std::int64_t checked_volume(const std::array<std::int64_t, R>& ext, const char* who) {
   std::int64_t v = 1;
-  for (std::size_t d = 0; d < R; ++d) {
+  for (std::size_t d = 0; d < R; ++d)
     if (ext[d] < 0) throw layout_error(std::string(who) + ": extent " + std::to_string(ext[d]) + " of dim " + std::to_string(d) + " is negative");
-    if (ext[d] != 0 && v > std::numeric_limits<std::int64_t>::max() / ext[d])
-      throw layout_error(std::string(who) + ": the product of the extents overflows 64 bits");
+  // The product of the non-zero extents must fit, whatever their order: strides and piece
+  // sizes are products of them even when another extent is 0.
+  bool empty = false;
+  for (std::size_t d = 0; d < R; ++d) {
+    if (ext[d] == 0) {
+      empty = true;
+      continue;
+    }
+    if (v > std::numeric_limits<std::int64_t>::max() / ext[d])
+      throw layout_error(std::string(who) + ": the product of the non-zero extents overflows 64 bits");
     v *= ext[d];
   }
-  return v;
+  return empty ? 0 : v;
 }
 
 /// Element types a dtensor can hold: the ones the communicators know (dtype_of), moved with memcpy.
@@ -135,7 +143,7 @@ std::string local_verdict(Check&& check) {
 template <int R>
 std::int64_t check_new_tensor(int naxes, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
                               const char* who) {
-  l.validate(naxes, R);
+  l.validate(naxes, R, who);
   SHARDCAST_EXPECTS(same_op_partials(l),
                     std::string(who) + ": layout \"" + to_string(l) + "\" mixes partial reduce ops; use one op for every partial axis");
   return checked_volume(ext, who);
@@ -152,6 +160,7 @@ dtensor<T, R, L, Mesh> make_pieces(const Mesh& m, const runtime_layout& l, const
                                    const std::string& local_error, const char* who, Fill&& fill, typename Mesh::stream_type s) {
   static_assert(check_element_type<T>());
   using ops = memory_ops<typename Mesh::memory_space>;
+  require_mesh(m, who);
   agree_on_arguments(m, ext, l, local_error, who, s);
   const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
   const auto n = static_cast<std::size_t>(b.volume());
@@ -214,6 +223,7 @@ template <class T, int R, class L, class Mesh>
 dtensor<T, R, L, Mesh> empty_impl(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
                                   typename Mesh::stream_type s) {
   static_assert(check_element_type<T>());
+  require_mesh(m, "shardcast::empty");
   const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
   auto owner = memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
   return dtensor<T, R, L, Mesh>(m, ext, owner, owner.get(), l);  // (a static layout's constructor ignores l)
@@ -246,6 +256,7 @@ constexpr runtime_layout all_replicate() {
 /// @endcode
 template <class Mesh, std::size_t R>
 void check_same_extents(const Mesh& m, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
+  detail::require_mesh(m, "shardcast::check_same_extents");
   const std::string err = detail::local_verdict([&] { detail::checked_volume(extents, "shardcast::check_same_extents"); });
   detail::agree_on_arguments(m, extents, detail::all_replicate<Mesh::naxes>(), err, "shardcast::check_same_extents", s);
 }
@@ -280,9 +291,12 @@ auto distribute(const Mesh& m, const std::vector<T>& global, const std::array<st
 /// @throws layout_error on every rank if the layout does not fit, differs between ranks,
 ///         or the extents or span sizes are wrong or differ (see the static form)
 template <class Mesh, class T, std::size_t R>
-dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> distribute(const Mesh& m, const runtime_layout& l, std::span<const T> global,
-                                                                 const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
-  return detail::distribute_impl<T, static_cast<int>(R), dynamic_layout, Mesh>(m, l, global, extents, s);
+dtensor<std::remove_const_t<T>, static_cast<int>(R), dynamic_layout, Mesh> distribute(const Mesh& m, const runtime_layout& l, std::span<T> global,
+                                                                                      const std::array<std::int64_t, R>& extents,
+                                                                                      typename Mesh::stream_type s = {}) {
+  using U = std::remove_const_t<T>;
+  return detail::distribute_impl<U, static_cast<int>(R), dynamic_layout, Mesh>(m, l, std::span<const U>(global.data(), global.size()),
+                                                                                extents, s);
 }
 template <class Mesh, class T, std::size_t R>
 auto distribute(const Mesh& m, const runtime_layout& l, const std::vector<T>& global, const std::array<std::int64_t, R>& extents,
@@ -387,6 +401,7 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> empty(const Mesh& m, const
 template <class T, int R, class L, class Mesh>
 std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) {
   using D = dtensor<T, R, dynamic_layout, Mesh>;
+  detail::require_mesh(x.mesh(), "shardcast::to_global");
   D d(x.mesh(), x.global_extents(), x.owner(), x.data(), x.layout());
   D r = redistribute(d, detail::all_replicate<Mesh::naxes>(), s);
   std::vector<T> out(r.local_size());
@@ -404,6 +419,7 @@ std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_
 template <class T, int R, class L, class Mesh>
 std::vector<T> to_global(dtensor<T, R, L, Mesh>&& x, typename Mesh::stream_type s = {}) {
   using D = dtensor<T, R, dynamic_layout, Mesh>;
+  detail::require_mesh(x.mesh(), "shardcast::to_global");
   const runtime_layout l = x.layout();
   D d = detail::take_as<D>(x, l);
   D r;

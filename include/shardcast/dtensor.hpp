@@ -74,12 +74,14 @@ class dtensor {
     requires(!std::same_as<Layout, dynamic_layout>)
       : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data) {
     (void)l;
+    detail::require_mesh(mesh_, "shardcast::dtensor");
     set_box(detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_));
   }
   dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data,
           const runtime_layout& l)
     requires std::same_as<Layout, dynamic_layout>
       : mesh_(std::move(m)), global_(global), owner_(std::move(owner)), data_(data), layout_(l) {
+    detail::require_mesh(mesh_, "shardcast::dtensor");
     set_box(detail::make_local_box<T>(layout(), mesh_.shape().data(), mesh_.coords().data(), global_));
   }
   /// As above, for a caller that already knows this rank's local box (it must be the box

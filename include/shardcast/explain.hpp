@@ -23,6 +23,9 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
       integral_elements ? detail::split_integer_mean(p.steps, p.nsteps, shape) : detail::integer_mean_split{};
   std::string s = "plan " + to_string(p.src) + " -> " + to_string(p.dst) + ": " + std::to_string(p.nsteps) + " step(s), " +
                   std::to_string(p.collectives) + " collective(s)\n";
+  // The total is the sum of the steps on this shape and extents: p.elements is what the plan
+  // cost where it was made (a static plan's: its canonical mesh).
+  double total = 0;
   for (int i = 0; i < p.nsteps; ++i) {
     const step& st = p.steps[i];
     std::string axes;
@@ -39,10 +42,11 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
     else if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
       name += std::string("(") + to_string(st.op) + ")";
     const double e = detail::step_cost(st, shape, ext, rank);
+    total += e;
     s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +
          ", " + std::to_string(static_cast<long long>(e * static_cast<double>(element_size) + 0.5)) + " bytes/rank\n";
   }
-  s += "  total: " + std::to_string(static_cast<long long>(p.elements * static_cast<double>(element_size) + 0.5)) + " bytes sent per rank (busiest rank)\n";
+  s += "  total: " + std::to_string(static_cast<long long>(total * static_cast<double>(element_size) + 0.5)) + " bytes sent per rank (busiest rank)\n";
   return s;
 }
 

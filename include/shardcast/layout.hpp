@@ -25,6 +25,8 @@ struct runtime_layout {
 
   constexpr runtime_layout() = default;
   constexpr runtime_layout(std::initializer_list<placement_desc> ps) {
+    if (ps.size() > SHARDCAST_MAX_AXES)
+      throw layout_error("shardcast::runtime_layout: more placements than SHARDCAST_MAX_AXES; define it larger before including shardcast");
     for (auto d : ps) p[static_cast<std::size_t>(naxes++)] = d;
   }
   /// The value form of a compile-time layout type, e.g. `runtime_layout(layout<shard<0>, replicate>{})`.
@@ -41,7 +43,8 @@ struct runtime_layout {
   static runtime_layout parse(std::string_view text);
 
   /// Throws layout_error unless this layout fits a rank-`rank` tensor on a mesh of `mesh_axes` axes.
-  void validate(int mesh_axes, int rank) const;
+  /// `who` (e.g. "shardcast::distribute") begins the message.
+  void validate(int mesh_axes, int rank, const char* who = "shardcast") const;
 
   friend constexpr bool operator==(const runtime_layout& a, const runtime_layout& b) {
     if (a.naxes != b.naxes) return false;
@@ -83,8 +86,19 @@ inline bool parse_op(std::string_view w, reduce_op& op) {
 
 inline runtime_layout runtime_layout::parse(std::string_view text) {
   std::string t;
-  for (char c : text)
-    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') t += c;
+  bool gap = false;  // whitespace since the last character kept
+  auto word = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+  for (char c : text) {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      gap = !t.empty();
+      continue;
+    }
+    if (gap && word(c) && word(t.back()))
+      throw layout_error(std::string("shardcast::runtime_layout::parse: whitespace inside a name or number in \"").append(text).append(
+          "\"; placements are R, S(dim) or P(sum|avg|max|min|prod), separated by commas"));
+    gap = false;
+    t += c;
+  }
   runtime_layout out;
   if (t.empty()) throw layout_error("shardcast::runtime_layout::parse: empty layout text; write one placement per mesh axis, e.g. \"S(0),R\"");
   std::size_t pos = 0;
@@ -143,15 +157,15 @@ inline runtime_layout runtime_layout::parse(std::string_view text) {
   return out;
 }
 
-inline void runtime_layout::validate(int mesh_axes, int rank) const {
+inline void runtime_layout::validate(int mesh_axes, int rank, const char* who) const {
   if (naxes != mesh_axes)
-    throw layout_error("shardcast: layout \"" + to_string(*this) + "\" has " + std::to_string(naxes) +
+    throw layout_error(std::string(who) + ": layout \"" + to_string(*this) + "\" has " + std::to_string(naxes) +
                        " placements but the mesh has " + std::to_string(mesh_axes) + " axes; give one placement per mesh axis");
   for (int a = 0; a < naxes; ++a)
-    if ((*this)[a].is_shard() && (*this)[a].dim >= rank)
-      throw layout_error("shardcast: layout \"" + to_string(*this) + "\" places S(" + std::to_string((*this)[a].dim) +
+    if ((*this)[a].is_shard() && ((*this)[a].dim < 0 || (*this)[a].dim >= rank))
+      throw layout_error(std::string(who) + ": layout \"" + to_string(*this) + "\" places S(" + std::to_string((*this)[a].dim) +
                          ") on mesh axis " + std::to_string(a) + ", but the tensor has rank " + std::to_string(rank) +
-                         "; use a shard dim below " + std::to_string(rank));
+                         (rank > 0 ? "; use a shard dim from 0 to " + std::to_string(rank - 1) : std::string("; a rank-0 tensor has no dim to shard")));
 }
 
 /// A compile-time layout: one placement type per mesh axis.

@@ -9,11 +9,15 @@
 ///   auto m = shardcast::make_mesh(comm, std::array<int, 2>{2, 2});  // 4 ranks: (0,0) (0,1) (1,0) (1,1)
 /// @endcode
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "comm/communicator.hpp"
@@ -78,6 +82,60 @@ class state_handle {
   [[gnu::noinline]] static void destroy(State* p) { delete p; }
   State* p_ = nullptr;
 };
+
+[[noreturn, gnu::cold, gnu::noinline]] inline void throw_no_mesh(const char* who) {
+  throw layout_error(std::string(who) +
+                     ": the tensor or mesh has no mesh state: it is default-constructed, or was given up (std::move) to an earlier call, "
+                     "which leaves it empty; use a tensor made by distribute, empty, make_view or an operator, on a mesh from make_mesh");
+}
+/// Throws layout_error unless `m` is a handle on a mesh that make_mesh made (a
+/// default-constructed mesh, or the mesh of a default-constructed or given-up tensor, has
+/// none). One comparison: the public calls that reach the mesh's state make it first.
+template <class Mesh>
+inline void require_mesh(const Mesh& m, const char* who) {
+  if (m.state() == nullptr) [[unlikely]]
+    throw_no_mesh(who);
+}
+
+/// Collective over `comm`: throws layout_error on every rank if a rank rejected its own
+/// shape (`err` non-empty there: that rank throws `err`) or the ranks passed different
+/// shapes; returns on every rank otherwise. Host memory: one all_reduce(max) of [shape,
+/// verdict, -shape, -verdict], so the message names the axis that differs. Other memory
+/// spaces: one split by a hash of (shape, verdict), whose group is the whole communicator
+/// only when every rank agrees (it needs no device buffer, so a mesh can be made where the
+/// device memory operations are not included). A null communicator (size 0) has no peers
+/// to tell: `err` is thrown alone.
+template <std::size_t N, class Comm>
+void agree_on_mesh_shape(Comm& comm, const std::array<int, N>& shape, const std::string& text, const std::string& err) {
+  if (comm.size() == 0 && !err.empty()) throw layout_error(err);
+  if constexpr (!std::is_same_v<typename Comm::memory_space, host_memory>) {
+    std::uint32_t h = err.empty() ? 2166136261u : 1u;  // FNV-1a of the shape; a rank that rejected its shape stands apart
+    if (err.empty())
+      for (int n : shape) h = (h ^ static_cast<std::uint32_t>(n)) * 16777619u;
+    const bool all = comm.split(static_cast<int>(h & 0x7fffffffu), comm.rank()).size() == comm.size();
+    if (!err.empty()) throw layout_error(err);
+    if (!all)
+      throw layout_error("shardcast::make_mesh: the ranks passed different mesh shapes, or a rank rejected its shape (rank " +
+                         std::to_string(comm.rank()) + " passed " + text + "); pass the same valid shape on every rank");
+    return;
+  }
+  constexpr std::size_t k = N + 1;
+  std::array<std::int64_t, 2 * k> v{};
+  for (std::size_t a = 0; a < N; ++a) v[a] = shape[a];
+  v[k - 1] = err.empty() ? 0 : comm.rank() + 1;
+  for (std::size_t i = 0; i < k; ++i) v[k + i] = -v[i];
+  std::array<std::int64_t, 2 * k> r = v;  // in place, so a communicator that moves no data leaves this rank's own values
+  comm.all_reduce(r.data(), r.data(), r.size(), reduce_op::max, typename Comm::stream_type{});
+  if (!err.empty()) throw layout_error(err);
+  if (r[k - 1] > 0)
+    throw layout_error("shardcast::make_mesh: rank " + std::to_string(r[k - 1] - 1) +
+                       " rejected its mesh shape (its own exception says why), so every rank throws; fix the shape on that rank");
+  for (std::size_t a = 0; a < N; ++a)
+    if (r[a] != -r[k + a])
+      throw layout_error("shardcast::make_mesh: the ranks passed different mesh shapes: axis " + std::to_string(a) + " is " +
+                         std::to_string(-r[k + a]) + " on some ranks and " + std::to_string(r[a]) + " on others (rank " +
+                         std::to_string(comm.rank()) + " passed " + text + "); pass the same shape on every rank");
+}
 
 /// The interface `mesh` and `mesh_ref` share, over `Self::state()` (a `mesh_state*`).
 template <class Self, int N, class Comm>
@@ -153,19 +211,23 @@ class mesh : public detail::mesh_interface<mesh<N, Comm>, N, Comm> {
  public:
   mesh() = default;
   mesh(Comm comm, const std::array<int, N>& shape) : s_(new detail::mesh_state<N, Comm>(std::move(comm))) {
-    long long prod = 1;
-    std::string text;
+    long long prod = 1;  // saturates at INT_MAX + 1: no communicator has more ranks
+    std::string text, err;
     for (int a = 0; a < N; ++a) {
-      if (shape[static_cast<std::size_t>(a)] < 1)
-        throw layout_error("shardcast::make_mesh: axis " + std::to_string(a) + " has size " +
-                           std::to_string(shape[static_cast<std::size_t>(a)]) + "; every mesh axis needs size >= 1");
-      prod *= shape[static_cast<std::size_t>(a)];
+      const int n = shape[static_cast<std::size_t>(a)];
       if (a) text += 'x';  // (not `"x" + std::string`: GCC 12's false -Wrestrict, PR 105329)
-      text += std::to_string(shape[static_cast<std::size_t>(a)]);
+      text += std::to_string(n);
+      if (n < 1 && err.empty())
+        err = "shardcast::make_mesh: axis " + std::to_string(a) + " has size " + std::to_string(n) + "; every mesh axis needs size >= 1";
+      prod = std::min(prod * std::max(n, 1), static_cast<long long>(std::numeric_limits<int>::max()) + 1);
     }
-    if (prod != s_->comm.size())
-      throw layout_error("shardcast::make_mesh: mesh shape " + text + " has " + std::to_string(prod) + " ranks but the communicator has " +
-                         std::to_string(s_->comm.size()) + "; choose a shape whose product is the communicator size");
+    if (err.empty() && prod != s_->comm.size())
+      err = "shardcast::make_mesh: mesh shape " + text + " has " +
+            (prod > std::numeric_limits<int>::max() ? std::string("more than 2^31 - 1") : std::to_string(prod)) +
+            " ranks but the communicator has " + std::to_string(s_->comm.size()) + "; choose a shape whose product is the communicator size";
+    // Collective: every rank learns whether any rank rejected its shape or passed another
+    // shape (whose axis groups would not match, so later collectives would move wrong pieces).
+    detail::agree_on_mesh_shape(s_->comm, shape, text, err);
     s_->shape = shape;
     rank_to_coord(s_->comm.rank(), shape.data(), N, s_->coords.data());
     for (int a = 0; a < N; ++a) s_->axis[static_cast<std::size_t>(a)] = std::make_unique<Comm>(s_->make_group(1u << a));

@@ -165,7 +165,7 @@ constexpr bool all_to_all_closed_form(const int* from_dim, const int* to_dim, in
     sent = 0;
     return true;
   }
-  std::int64_t piece = 1, keep = 1;
+  double piece = 1, keep = 1;  // (double: see volume_of in make_plan)
   bool disjoint_possible = false;
   for (int d = 0; d < rank; ++d) {
     int fa[SHARDCAST_MAX_AXES]{}, ta[SHARDCAST_MAX_AXES]{};
@@ -181,11 +181,11 @@ constexpr bool all_to_all_closed_form(const int* from_dim, const int* to_dim, in
       parts_deep *= s;
     }
     if (ext[d] % parts_deep != 0) return false;  // an uneven split: enumerate instead
-    piece *= ext[d] / parts_f;
-    keep *= ext[d] / parts_deep;
+    piece *= static_cast<double>(ext[d] / parts_f);
+    keep *= static_cast<double>(ext[d] / parts_deep);
     for (int i = 0; i < (nf < nt ? nf : nt); ++i) disjoint_possible = disjoint_possible || (fa[i] != ta[i] && s > 1);
   }
-  sent = static_cast<double>(disjoint_possible ? piece : piece - keep);
+  sent = disjoint_possible ? piece : piece - keep;
   return true;
 }
 
@@ -452,8 +452,12 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   if (!detail::same_op_partials(src) || !detail::same_op_partials(dst))
     throw layout_error("shardcast::make_plan: partial placements of one layout must share one reduce op (the order of mixed reductions is undefined); redistribute in two steps");
   for (int a = 0; a < n; ++a)
-    if ((src[a].is_shard() && src[a].dim >= rank) || (dst[a].is_shard() && dst[a].dim >= rank))
-      throw layout_error("shardcast::make_plan: a shard dim is not below the tensor's rank");
+    if ((src[a].is_shard() && (src[a].dim < 0 || src[a].dim >= rank)) || (dst[a].is_shard() && (dst[a].dim < 0 || dst[a].dim >= rank)))
+      throw layout_error("shardcast::make_plan: a shard dim is negative or not below the tensor's rank");
+  for (int a = 0; a < n; ++a)
+    if (shape[a] < 1) throw layout_error("shardcast::make_plan: a mesh axis has size below 1; every mesh axis needs size >= 1");
+  for (int d = 0; d < rank; ++d)
+    if (ext[d] < 0) throw layout_error("shardcast::make_plan: a global extent is negative");
 
   reduce_op ops[2] = {reduce_op::sum, reduce_op::sum};
   int nops = 0;
@@ -495,6 +499,10 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
       for (int i = 0; i < nops; ++i) add(placement_desc::make_partial(ops[i]));
     }
     radix[a] = nstates;
+    // (SHARDCAST_MAX_AXES may be up to 30: 3^20 layouts overflow int, and far fewer do not fit in memory)
+    if (static_cast<long long>(nstates) * ncand[a] > (1ll << 24))
+      throw layout_error("shardcast::make_plan: the search space has more than 2^24 layouts (too many mesh axes change placement); "
+                         "redistribute in several steps that each change fewer axes");
     nstates *= ncand[a];
   }
   if (nops == 0) nops = 1;
@@ -622,9 +630,9 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           const int d = cd[a][i];
           e[d] = e[d] / shape[a] + (e[d] % shape[a] != 0 ? 1 : 0);  // part 0 of a balanced split
         }
-        std::int64_t v = 1;
-        for (int d = 0; d < rank; ++d) v *= e[d];
-        ns.vol = static_cast<double>(v);
+        double v = 1;  // (double: a canonical mesh's extents s^(N+1) per dim overflow int64 for rank 8 on 3 axes, rank 4 on 7)
+        for (int d = 0; d < rank; ++d) v *= static_cast<double>(e[d]);
+        ns.vol = v;
       }
       return ns.vol;
     };
@@ -771,8 +779,8 @@ template <std::size_t N, std::size_t R>
 plan make_plan(const runtime_layout& src, const runtime_layout& dst, const std::array<int, N>& shape,
                const std::array<std::int64_t, R>& ext) {
   static_assert(R <= SHARDCAST_MAX_RANK, "shardcast::make_plan: the tensor rank exceeds SHARDCAST_MAX_RANK; define it larger before including shardcast.");
-  src.validate(static_cast<int>(N), static_cast<int>(R));
-  dst.validate(static_cast<int>(N), static_cast<int>(R));
+  src.validate(static_cast<int>(N), static_cast<int>(R), "shardcast::make_plan");
+  dst.validate(static_cast<int>(N), static_cast<int>(R), "shardcast::make_plan");
   return make_plan(src, dst, shape.data(), ext.data(), static_cast<int>(R));
 }
 

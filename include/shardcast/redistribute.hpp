@@ -53,7 +53,7 @@ plan_choice choose_static_plan(const Mesh& m, const plan_set& ps, const std::int
 /// the process's ranks, once `to` is validated against the mesh and the tensor's rank.
 template <class T, int R, class Mesh>
 plan shared_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  to.validate(Mesh::naxes, R);
+  to.validate(Mesh::naxes, R, "shardcast::redistribute");
   return shared_plans().get(x.layout(), to, x.mesh().shape().data(), x.global_extents().data(), R);
 }
 
@@ -154,6 +154,7 @@ template <class To, class T, int R, class From, class Mesh>
 const plan_geometry& static_geometry(const dtensor<T, R, From, Mesh>& x) {
   constexpr const plan_set& ps = static_plans<From, To, R>;
   const std::int64_t* ext = x.global_extents().data();
+  require_mesh(x.mesh(), "shardcast::redistribute");
   const geometry_cache& cache = x.mesh().cache().geometry;
   if (cache.is_recent<R>(&ps, ext)) [[likely]]
     return cache.recent();
@@ -384,7 +385,8 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
   static_assert(check_layout<To, Mesh::naxes, R>());
   constexpr const plan_set& ps = static_plans<From, To, R>;
   if constexpr (ps.p[0].nsteps == 0) return ps.p[0];
-  else return detail::choose_static_plan<R>(x.mesh(), ps, x.global_extents().data()).p;
+  detail::require_mesh(x.mesh(), "shardcast::plan_for");
+  return detail::choose_static_plan<R>(x.mesh(), ps, x.global_extents().data()).p;
 }
 
 /// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents): the one
@@ -393,6 +395,7 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
 plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+  detail::require_mesh(x.mesh(), "shardcast::plan_for");
   if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e->p;
   return detail::shared_runtime_plan(x, to);
 }
@@ -423,6 +426,7 @@ namespace detail {
 template <class T, int R, class Mesh>
 const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
   if (x.layout() == to) return nullptr;
+  require_mesh(x.mesh(), "shardcast::redistribute");
   auto& cache = x.mesh().cache().plans;
   const std::int64_t* ext = x.global_extents().data();
   if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
@@ -497,8 +501,11 @@ void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY,
 /// Runs an explicit plan on a dynamic-layout tensor (the plan's source must be x's layout).
 template <class T, int R, class Mesh>
 dtensor<T, R, dynamic_layout, Mesh> execute(const plan& p, const dtensor<T, R, dynamic_layout, Mesh>& x, typename Mesh::stream_type s = {}) {
+  detail::require_mesh(x.mesh(), "shardcast::execute");
   SHARDCAST_EXPECTS(p.src == x.layout(), "shardcast::execute: the plan starts from \"" + to_string(p.src) + "\" but the tensor has layout \"" +
                                              to_string(x.layout()) + "\"");
+  p.dst.validate(Mesh::naxes, R, "shardcast::execute");  // a plan made for another tensor rank or mesh
+  for (int i = 0; i < p.nsteps; ++i) p.steps[i].to.validate(Mesh::naxes, R, "shardcast::execute");
   if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), p.dst);
   const detail::plan_geometry g = detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R);
   auto [owner, data] = detail::execute_steps(x, p.steps, p.nsteps, g, s);

@@ -119,3 +119,19 @@ TEST_CASE("plan costs for a tensor of 2.7e16 elements (pieces of 2.25e15) match 
   const double quarter = piece;
   CHECK(std::fabs(rs.elements - 3 * quarter) <= 1e-12 * 3 * quarter);
 }
+
+TEST_CASE("extents whose non-zero product overflows are refused in any order, an empty dim included") {
+  const std::int64_t big = std::int64_t{1} << 40;
+  using A = std::array<std::int64_t, 3>;
+  // Strides and piece sizes multiply the non-zero extents even when another one is 0, so the
+  // refusal does not depend on where the 0 stands (once only {2^40, 2^40, 0} was refused).
+  for (const A& e : {A{0, big, big}, A{big, 0, big}, A{big, big, 0}}) {
+    CAPTURE(e[0]);
+    CAPTURE(e[2]);
+    CHECK_THROWS_WITH_AS((void)sc::detail::checked_volume(e, "shardcast::empty"), doctest::Contains("non-zero extents overflows 64 bits"),
+                         sc::layout_error);
+  }
+  CHECK(sc::detail::checked_volume(A{0, big, std::int64_t{1} << 22}, "x") == 0);
+  CHECK(sc::detail::checked_volume(A{3, big, std::int64_t{1} << 21}, "x") == 3 * (std::int64_t{1} << 61));
+  CHECK_THROWS_AS((void)sc::detail::checked_volume(A{4, big, std::int64_t{1} << 21}, "x"), sc::layout_error);  // 2^63
+}

@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <random>
@@ -548,4 +549,27 @@ TEST_CASE("a collective pads to its group's largest piece, and a group with noth
         for (int r = 0; r < 4; ++r) CHECK(t.calls[static_cast<std::size_t>(r)] == 0);
       }
   }
+}
+
+TEST_CASE("execute refuses a plan made for a tensor of another rank") {
+  std::atomic<int> refused{0};
+  sc::host::run(2, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 1>{2});
+    std::vector<int> g(24);
+    auto x = sc::distribute(m, sc::runtime_layout::parse("R"), g, std::array<std::int64_t, 2>{4, 6});
+    // R -> S(2) for a rank-3 tensor starts from x's layout, but shards a dim x lacks.
+    const auto p = sc::make_plan(sc::runtime_layout::parse("R"), sc::runtime_layout::parse("S(2)"), std::array<int, 1>{2},
+                                 std::array<std::int64_t, 3>{4, 6, 8});
+    try {
+      (void)sc::execute(p, x);
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("tensor has rank 2") != std::string::npos) ++refused;
+    }
+    // A plan for this rank and another mesh shape or extents runs on x's own geometry.
+    const auto q = sc::make_plan(sc::runtime_layout::parse("R"), sc::runtime_layout::parse("S(1)"), std::array<int, 1>{2},
+                                 std::array<std::int64_t, 2>{40, 60});
+    auto y = sc::execute(q, x);
+    CHECK(sc::to_global(y) == g);
+  });
+  CHECK(refused == 2);
 }

@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <shardcast/shardcast.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -273,6 +275,40 @@ TEST_CASE("a view over caller memory redistributes without copying the input") {
   });
 }
 
+// make_mesh compares the shapes of all ranks (one small all_reduce): ranks that passed
+// different shapes with the same product once built meshes whose axis groups did not
+// match, and to_global then returned garbage on some ranks with no error anywhere.
+TEST_CASE("make_mesh throws on every rank when the ranks pass different shapes, or one rank a bad shape") {
+  std::atomic<int> differ{0}, rejected{0}, own{0}, overflow{0};
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    try {
+      (void)sc::make_mesh(c, c.rank() == 0 ? std::array<int, 2>{4, 1} : std::array<int, 2>{1, 4});
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("the ranks passed different mesh shapes: axis 0 is 1 on some ranks and 4 on others") != std::string::npos)
+        ++differ;
+    }
+    try {  // rank 2 alone passes a shape of the wrong size: it names it, the others name rank 2
+      (void)sc::make_mesh(c, c.rank() == 2 ? std::array<int, 2>{3, 2} : std::array<int, 2>{2, 2});
+    } catch (const sc::layout_error& e) {
+      const std::string w = e.what();
+      if (c.rank() == 2 && w.find("has 6 ranks but the communicator has 4") != std::string::npos) ++own;
+      if (c.rank() != 2 && w.find("rank 2 rejected its mesh shape") != std::string::npos) ++rejected;
+    }
+    try {  // a product beyond any communicator (it once wrapped: 2^64 + 1 ranks passed as 1)
+      (void)sc::make_mesh(c, std::array<int, 6>{3, 11, 131, 2731, 409891, 7623851});
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("has more than 2^31 - 1 ranks") != std::string::npos) ++overflow;
+    }
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});  // the communicator still works
+    const std::vector<int> g = {0, 1, 2, 3, 4, 5, 6, 7};
+    CHECK(sc::to_global(sc::distribute(m, sc::runtime_layout::parse("S(0),R"), g, std::array<std::int64_t, 1>{8})) == g);
+  });
+  CHECK(differ == 4);
+  CHECK(own == 1);
+  CHECK(rejected == 3);
+  CHECK(overflow == 4);
+}
+
 TEST_CASE("runtime misuse throws layout_error naming the problem") {
   sc::host::run(4, [](sc::host::communicator& c) {
     CHECK_THROWS_WITH_AS(sc::make_mesh(c, std::array<int, 2>{3, 2}), doctest::Contains("has 6 ranks but the communicator has 4"), sc::layout_error);
@@ -287,5 +323,14 @@ TEST_CASE("runtime misuse throws layout_error naming the problem") {
                          doctest::Contains("tensor has rank 1"), sc::layout_error);
     CHECK_THROWS_WITH_AS(sc::distribute(m, sc::runtime_layout::parse("R,R"), g, std::array<std::int64_t, 1>{-10}),
                          doctest::Contains("negative"), sc::layout_error);
+    // A layout that does not fit names the call it was passed to.
+    CHECK_THROWS_WITH_AS(sc::distribute(m, sc::runtime_layout::parse("S(1),R"), g, std::array<std::int64_t, 1>{10}),
+                         doctest::Contains("shardcast::distribute: layout \"S(1),R\" places S(1)"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::empty<float>(m, sc::runtime_layout::parse("R"), std::array<std::int64_t, 1>{10}),
+                         doctest::Contains("shardcast::empty: layout \"R\" has 1 placements"), sc::layout_error);
+    auto x = sc::distribute(m, sc::runtime_layout::parse("S(0),R"), std::span<float>(g), std::array<std::int64_t, 1>{10});  // a span of non-const
+    CHECK_THROWS_WITH_AS(sc::redistribute(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::redistribute: layout"),
+                         sc::layout_error);
+    CHECK(sc::to_global(x) == g);
   });
 }

@@ -277,3 +277,35 @@ TEST_CASE("broadcast_zip misuse: extents, meshes, dynamic layouts") {
   });
   f.report();
 }
+
+// broadcast_layout_t names a layout broadcast_zip accepts for b: replicate where a is
+// partial<max|min|prod> (two such partials never combine term by term; it once named a's
+// partial, which broadcast_zip then refused), a's partial<sum|avg> where a has one.
+TEST_CASE("broadcast_layout_t names an accepted layout for b, partial a included") {
+  using Pm = sc::partial<sc::max>;
+  using Pn = sc::partial<sc::min>;
+  using Pp = sc::partial<sc::prod>;
+  static_assert(std::is_same_v<sc::broadcast_layout_t<sc::layout<Pm, S1>, 1>, sc::layout<R, R>>);
+  static_assert(std::is_same_v<sc::broadcast_layout_t<sc::layout<S0, Pn>, 1>, sc::layout<S0, R>>);
+  static_assert(std::is_same_v<sc::broadcast_layout_t<sc::layout<Pp, S0>, 1>, sc::layout<R, S0>>);
+  static_assert(std::is_same_v<sc::broadcast_layout_t<sc::layout<Ps, S1>, 1>, sc::layout<Ps, R>>);
+  optest::failures f;
+  const std::vector<double> ga = {1, 2, 3, 4, 5, 6}, gb = {10, 20};
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    // a: P(max) on axis 0 (rank (0, .) holds the whole tensor, (1, .) the identity), S(1) on axis 1.
+    using LA = sc::layout<Pm, S1>;
+    auto a = sc::distribute<LA>(m, ga, std::array<std::int64_t, 2>{2, 3});
+    auto b = sc::distribute<sc::broadcast_layout_t<LA, 1>>(m, gb, std::array<std::int64_t, 2>{2, 1});
+    auto y = sc::broadcast_zip<1>(a, b, sc::fn::sub);  // x - b[row]: nondecreasing in a, so it commutes with max
+    static_assert(std::is_same_v<decltype(y)::layout_type, LA>);
+    const std::vector<double> want = {-9, -8, -7, -16, -15, -14};
+    if (sc::to_global(y) != want) f.add("P(max),S(1) minus a broadcast replicated b");
+    // The same through dynamic layouts.
+    auto ad = sc::distribute(m, sc::runtime_layout(LA::desc), ga, std::array<std::int64_t, 2>{2, 3});
+    auto bd = sc::distribute(m, sc::runtime_layout(sc::broadcast_layout_t<LA, 1>::desc), gb, std::array<std::int64_t, 2>{2, 1});
+    if (sc::to_global(sc::broadcast_zip<1>(ad, bd, sc::fn::sub)) != want) f.add("dynamic P(max),S(1)");
+  });
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <mutex>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>
 #include <stdexcept>
@@ -371,4 +372,79 @@ TEST_CASE("chains of temporaries through the compile-time API hold one piece") {
     f.expect(optest::compare_global(s, ref2) == "", "optest::compare_global(s, ref2) == \"\"");
   });
   f.report();
+}
+
+// A tensor without a mesh (default-constructed, or left empty by giving it up) and a
+// default-constructed mesh are refused with a layout_error that says so, by every call
+// that would reach the mesh: they once dereferenced a null mesh state (SIGSEGV).
+#include <shardcast/ops/broadcast.hpp>
+#include <shardcast/ops/matmul.hpp>
+#include <shardcast/ops/reduce.hpp>
+#include <shardcast/ops/transpose.hpp>
+
+TEST_CASE("a tensor or mesh without mesh state is refused by every call that needs the mesh") {
+  std::vector<std::string> missed;
+  std::mutex mu;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    using Mesh = sc::mesh<1>;
+    auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+    const std::vector<double> g = {1, 2, 3, 4, 5, 6};
+    const std::array<std::int64_t, 2> e{2, 3};
+    auto expect = [&](const char* what, auto&& call) {
+      try {
+        call();
+      } catch (const sc::layout_error& err) {
+        if (std::string(err.what()).find("has no mesh state") != std::string::npos) return;
+        std::lock_guard lk(mu);
+        missed.push_back(std::string(what) + ": " + err.what());
+        return;
+      }
+      std::lock_guard lk(mu);
+      missed.push_back(std::string(what) + ": no exception");
+    };
+    auto x = sc::distribute<sc::layout<S0>>(m, g, e);
+    auto gone = sc::map(std::move(x), sc::fn::identity);  // x is given up: empty now
+    sc::dtensor<double, 2, sc::layout<S0>, Mesh> none;   // default-constructed
+    auto xd = sc::distribute(m, sc::runtime_layout::parse("S(0)"), g, e);
+    auto gone_d = sc::map(std::move(xd), sc::fn::identity);
+    auto rep = sc::distribute<sc::layout<R>>(m, g, std::array<std::int64_t, 2>{3, 2});
+    auto col = sc::distribute<sc::layout<S0>>(m, std::vector<double>{1, 2}, std::array<std::int64_t, 2>{2, 1});
+    for (auto* t : {&x, &none}) {
+      expect("redistribute", [&] { (void)sc::redistribute<sc::layout<R>>(*t); });
+      expect("redistribute of an rvalue", [&] { (void)sc::redistribute<sc::layout<R>>(std::remove_reference_t<decltype(*t)>(*t)); });
+      expect("redistribute_into", [&] { sc::redistribute_into(*t, sc::dtensor<double, 2, sc::layout<R>, Mesh>{}); });
+      expect("plan_for", [&] { (void)sc::plan_for<sc::layout<R>>(*t); });
+      expect("explain", [&] { (void)sc::explain<sc::layout<R>>(*t); });
+      expect("to_global", [&] { (void)sc::to_global(*t); });
+      expect("to_global of an rvalue", [&] { (void)sc::to_global(std::remove_reference_t<decltype(*t)>(*t)); });
+      expect("map", [&] { (void)sc::map(*t, sc::fn::relu); });
+      expect("zip with a", [&] { (void)sc::zip(*t, gone, sc::fn::add); });
+      expect("zip with b", [&] { (void)sc::zip(gone, *t, sc::fn::add); });
+      expect("reduce", [&] { (void)sc::reduce<1, sc::sum>(*t); });
+      expect("transpose", [&] { (void)sc::transpose(*t); });
+      expect("matmul", [&] { (void)sc::matmul(*t, rep); });
+      expect("broadcast_zip", [&] { (void)sc::broadcast_zip<1>(*t, col, sc::fn::sub); });
+    }
+    expect("dynamic redistribute", [&] { (void)sc::redistribute(xd, sc::runtime_layout::parse("R")); });
+    expect("dynamic plan_for", [&] { (void)sc::plan_for(xd, sc::runtime_layout::parse("R")); });
+    expect("execute", [&] {
+      (void)sc::execute(sc::make_plan(sc::runtime_layout::parse("S(0)"), sc::runtime_layout::parse("R"), std::array<int, 1>{2}, e), xd);
+    });
+    expect("dynamic to_global", [&] { (void)sc::to_global(xd); });
+    // A default-constructed mesh.
+    const Mesh no_mesh;
+    expect("distribute", [&] { (void)sc::distribute<sc::layout<S0>>(no_mesh, g, e); });
+    expect("dynamic distribute", [&] { (void)sc::distribute(no_mesh, sc::runtime_layout::parse("S(0)"), g, e); });
+    expect("full", [&] { (void)sc::full<sc::layout<S0>>(no_mesh, e, 1.0); });
+    expect("empty", [&] { (void)sc::empty<sc::layout<S0>, double>(no_mesh, e); });
+    expect("dynamic empty", [&] { (void)sc::empty<double>(no_mesh, sc::runtime_layout::parse("S(0)"), e); });
+    std::vector<double> local(3);
+    expect("make_view", [&] { (void)sc::make_view<sc::layout<S0>>(no_mesh, local.data(), e); });
+    expect("check_same_extents", [&] { sc::check_same_extents(no_mesh, e); });
+    // The tensors that still have their mesh work as before.
+    CHECK(sc::to_global(gone) == g);
+    CHECK(sc::to_global(gone_d) == g);
+  });
+  for (auto& s : missed) FAIL_CHECK(s);
+  CHECK(missed.empty());
 }

@@ -3,6 +3,8 @@
 // shards, empty pieces, and dynamic layouts on meshes of up to 6 axes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <random>
 #include <shardcast/comm/host.hpp>
@@ -154,6 +156,29 @@ TEST_CASE("matmul: a custom local GEMM hook is used") {
     CHECK(sc::to_global(c) == ref_gemm(ints<int>(6, 0), ints<int>(6, 2), 2, 3, 2));
   });
   CHECK(calls == 2);
+}
+
+// The hook gets BLAS-valid arguments (row-major: lda >= max(1, k), ldb >= max(1, n), ldc >=
+// max(1, n)) on a rank whose piece of the contracted dim is empty while its C piece is not:
+// A [2, 1] split along k over 2 ranks. It once passed lda = 0 there, which cblas_dgemm
+// refuses ("Parameter 9 ... was incorrect") by ending the process.
+TEST_CASE("matmul: the GEMM hook gets BLAS-valid leading dimensions when a rank's k is 0") {
+  std::atomic<int> bad{0}, empty_k{0};
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 1>{2});
+    auto a = sc::distribute<sc::layout<S1>>(mesh, std::vector<double>{1, 2}, std::array<std::int64_t, 2>{2, 1});
+    auto b = sc::distribute<sc::layout<S0>>(mesh, std::vector<double>{3, 4}, std::array<std::int64_t, 2>{1, 2});
+    auto hook = [&](std::int64_t m, std::int64_t n, std::int64_t k, const double* pa, std::int64_t lda, const double* pb, std::int64_t ldb,
+                    double* pc, std::int64_t ldc) {
+      if (k == 0) ++empty_k;
+      if (lda < std::max<std::int64_t>(1, k) || ldb < std::max<std::int64_t>(1, n) || ldc < std::max<std::int64_t>(1, n)) ++bad;
+      sc::host_gemm{}(m, n, k, pa, lda, pb, ldb, pc, ldc);
+    };
+    auto c = sc::matmul(a, b, hook);
+    CHECK(sc::to_global(c) == std::vector<double>{3, 4, 6, 8});
+  });
+  CHECK(empty_k == 1);
+  CHECK(bad == 0);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -342,3 +342,71 @@ TEST_CASE("reduce misuse on dynamic layouts names the axis") {
     CHECK_THROWS_AS(((void)sc::reduce<1, sc::avg>(y)), sc::layout_error);
   });
 }
+
+// max and min let a NaN win whatever the order the terms meet in, as torch.amax and
+// numpy.max do: the same global tensor gives the same result under every layout, and a
+// partial<max|min> term that is NaN on any rank reaches the result. (`b > a ? b : a` kept a
+// NaN already in the accumulator but dropped one arriving as the new value, so [[NaN, NaN],
+// [1, 1]] reduced over dim 0 gave NaN on one rank and 1 with the columns split.)
+TEST_CASE("reduce max/min and partial<max|min> propagate NaN under every layout") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::array<std::int64_t, 2> e{3, 4};
+  // NaN in row 0 of column 0, row 2 of column 1, rows 1 and 2 of column 3; column 2 clean.
+  const std::vector<double> g = {nan, 5, 2, 7, 4, 1, 3, nan, 6, nan, 9, nan};
+  auto ref = [&](int d, reduce_op op) {  // NaN if the line holds one, else its max or min
+    std::vector<double> r(static_cast<std::size_t>(e[static_cast<std::size_t>(1 - d)]));
+    for (std::size_t j = 0; j < r.size(); ++j) {
+      bool any_nan = false;
+      double v = op == reduce_op::max ? -INFINITY : INFINITY;
+      for (std::int64_t i = 0; i < e[static_cast<std::size_t>(d)]; ++i) {
+        const double x = d == 0 ? g[static_cast<std::size_t>(i) * 4 + j] : g[j * 4 + static_cast<std::size_t>(i)];
+        any_nan = any_nan || std::isnan(x);
+        v = op == reduce_op::max ? std::max(v, x) : std::min(v, x);
+      }
+      r[j] = any_nan ? nan : v;
+    }
+    return r;
+  };
+  auto same = [](const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+    return true;
+  };
+  optest::failures f;
+  for (int ranks : {1, 2, 3}) {
+    sc::host::run(ranks, [&](sc::host::communicator& comm) {
+      auto m = sc::make_mesh(comm, std::array<int, 1>{ranks});
+      for (const char* l : {"R", "S(0)", "S(1)"}) {
+        auto x = sc::distribute(m, sc::runtime_layout::parse(l), g, e);
+        for (int d : {0, 1})
+          for (reduce_op op : {reduce_op::max, reduce_op::min}) {
+            auto r = d == 0 ? sc::to_global(op == reduce_op::max ? sc::reduce<0, sc::max>(x) : sc::reduce<0, sc::min>(x))
+                            : sc::to_global(op == reduce_op::max ? sc::reduce<1, sc::max>(x) : sc::reduce<1, sc::min>(x));
+            if (!same(r, ref(d, op)))
+              f.add(std::to_string(ranks) + " ranks, " + l + ", dim " + std::to_string(d) + ", " + sc::to_string(op));
+          }
+      }
+      // partial<max> / partial<min> terms: rank r holds row r % 3 of g (the others the identity
+      // on 1 and 2 ranks: every row is some rank's term only on 3). The reduction over the
+      // ranks, through to_global (all_reduce) and a reduce_scatter, has the rows' NaNs.
+      for (reduce_op op : {reduce_op::max, reduce_op::min}) {
+        const double id = op == reduce_op::max ? -INFINITY : INFINITY;
+        std::vector<double> term(4, id), want(4, id);
+        for (int q = 0; q < ranks; ++q)
+          for (std::size_t j = 0; j < 4; ++j) {
+            const double v = g[static_cast<std::size_t>(q % 3) * 4 + j];
+            if (q == comm.rank()) term[j] = v;
+            want[j] = std::isnan(want[j]) || std::isnan(v) ? nan : op == reduce_op::max ? std::max(want[j], v) : std::min(want[j], v);
+          }
+        sc::runtime_layout p{sc::placement_desc::make_partial(op)};
+        auto t = sc::make_view(m, p, term.data(), std::array<std::int64_t, 1>{4});
+        if (!same(sc::to_global(t), want)) f.add(std::to_string(ranks) + " ranks: to_global of P(" + sc::to_string(op) + ")");
+        if (!same(sc::to_global(sc::redistribute(t, sc::runtime_layout::parse("S(0)"))), want))
+          f.add(std::to_string(ranks) + " ranks: P(" + std::string(sc::to_string(op)) + ") -> S(0)");
+      }
+    });
+  }
+  for (auto& s : f.list) FAIL_CHECK(s);
+  CHECK(f.list.empty());
+}

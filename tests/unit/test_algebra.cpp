@@ -102,6 +102,24 @@ TEST_CASE("runtime_layout parses, prints and rejects bad text") {
   CHECK_THROWS_WITH(runtime_layout::parse("R,X"), doctest::Contains("unknown placement 'X'"));
   CHECK_THROWS_WITH(runtime_layout::parse("S(0),R").validate(3, 2), doctest::Contains("mesh has 3 axes"));
   CHECK_THROWS_WITH(runtime_layout::parse("S(2),R").validate(2, 2), doctest::Contains("tensor has rank 2"));
+  // Whitespace separates tokens only: inside a name or a number it is refused, where it
+  // was once dropped ("S(0 1)" read as S(1), "R R" reported as the unknown 'RR').
+  for (const char* bad : {"S(0 1)", "S(0\t1),R", "sh ard(0)", "P(s u m)", "R R", "repli cate"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(runtime_layout::parse(bad), doctest::Contains("whitespace inside a name or number"), sc::layout_error);
+  }
+  CHECK(runtime_layout::parse("\tS ( 0 ) ,\nP ( max )\r\n") == runtime_layout::parse("S(0),P(max)"));
+}
+
+TEST_CASE("runtime_layout refuses negative shard dims and more placements than SHARDCAST_MAX_AXES") {
+  using sc::runtime_layout;
+  runtime_layout neg{sc::placement_desc::make_shard(-1), sc::placement_desc::make_replicate()};
+  CHECK_THROWS_WITH_AS(neg.validate(2, 2), doctest::Contains("places S(-1) on mesh axis 0"), sc::layout_error);
+  const auto r = sc::placement_desc::make_replicate();
+  std::initializer_list<sc::placement_desc> too_many = {r, r, r, r, r, r, r, r, r};
+  static_assert(SHARDCAST_MAX_AXES == 8);
+  CHECK_THROWS_WITH_AS(runtime_layout{too_many}, doctest::Contains("more placements than SHARDCAST_MAX_AXES"), sc::layout_error);
+  CHECK(runtime_layout{r, r, r, r, r, r, r, r}.naxes == 8);
 }
 
 static_assert(sc::layout<sc::shard<0>, sc::replicate, sc::partial<sc::max>>::naxes == 3);

@@ -205,6 +205,45 @@ TEST_CASE("explain names every step, its axes and bytes") {
   CHECK(t.find("total: 48 bytes") != std::string::npos);
 }
 
+TEST_CASE("explain's total is the sum of its steps on the shape it is given, for a compile-time plan too") {
+  // static_plan is made on a canonical mesh; explain prices it on this one. Gathering 2x2
+  // blocks of a 4x4 float tensor on a 2x2 mesh: each rank receives 12 floats, 48 bytes.
+  const std::array<int, 2> shape{2, 2};
+  const std::array<std::int64_t, 2> ext{4, 4};
+  const sc::plan& p = sc::static_plan<sc::layout<sc::shard<0>, sc::shard<1>>, sc::layout<sc::replicate, sc::replicate>, 2>;
+  const std::string s = sc::explain(p, shape, ext, 4);
+  CHECK_MESSAGE(s.find("48 bytes/rank") != std::string::npos, s);
+  CHECK_MESSAGE(s.find("total: 48 bytes") != std::string::npos, s);
+  // Every candidate of a static plan set: the total line is the sum of the step lines.
+  const sc::plan_set& ps = sc::static_plans<sc::layout<sc::partial<>, sc::replicate>, sc::layout<sc::shard<0>, sc::replicate>, 2>;
+  for (int c = 0; c < ps.n; ++c) {
+    const std::string t = sc::explain(ps.p[c], shape, std::array<std::int64_t, 2>{6, 5}, 8);
+    long long sum = 0, total = -1;
+    std::size_t at = 0;
+    while ((at = t.find(", ", at)) != std::string::npos) {
+      at += 2;
+      if (t.find(" bytes/rank", at) == t.find_first_not_of("0123456789", at)) sum += std::stoll(t.substr(at));
+    }
+    if (const auto k = t.find("total: "); k != std::string::npos) total = std::stoll(t.substr(k + 7));
+    CHECK_MESSAGE(total == sum, t);
+  }
+}
+
+TEST_CASE("make_plan refuses negative shard dims, mesh axes below size 1 and negative extents") {
+  const auto f = sc::runtime_layout::parse("S(0),R"), t = sc::runtime_layout::parse("R,S(1)");
+  const sc::runtime_layout neg{sc::placement_desc::make_shard(-1), sc::placement_desc::make_replicate()};
+  const std::array<int, 2> shape{2, 2};
+  const std::array<std::int64_t, 2> ext{4, 4};
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(neg, t, shape, ext), doctest::Contains("places S(-1) on mesh axis 0"), sc::layout_error);
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(f, neg, shape, ext), doctest::Contains("use a shard dim from 0 to 1"), sc::layout_error);
+  // The pointer form, which the std::array form calls after its own check.
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(neg, t, shape.data(), ext.data(), 2), doctest::Contains("shard dim is negative"), sc::layout_error);
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(f, t, std::array<int, 2>{0, 2}, std::array<std::int64_t, 2>{8, 4}),
+                       doctest::Contains("mesh axis has size below 1"), sc::layout_error);
+  CHECK_THROWS_WITH_AS((void)sc::make_plan(f, t, std::array<int, 2>{2, 2}, std::array<std::int64_t, 2>{-8, 4}),
+                       doctest::Contains("global extent is negative"), sc::layout_error);
+}
+
 TEST_CASE("explain<T> describes integer means as they run") {
   const std::array<int, 2> shape{2, 3};
   const std::array<std::int64_t, 2> ext{6, 5};

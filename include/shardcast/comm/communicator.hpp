@@ -148,6 +148,19 @@ inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_
   return timeout >= room ? clock::time_point::max() : start + std::chrono::duration_cast<clock::duration>(timeout);
 }
 
+/// The identities of max and min for T: -inf / +inf where T has infinities, else its
+/// lowest / largest value. Specialised by cuda/dtypes.hpp for CUDA's half, bfloat16 and fp8
+/// types, for which std::numeric_limits is not specialised (its lowest() would be T(), 0).
+template <class T>
+struct reduce_limits {
+  static constexpr T lowest() {
+    return std::numeric_limits<T>::has_infinity ? T(-std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::lowest();
+  }
+  static constexpr T highest() {
+    return std::numeric_limits<T>::has_infinity ? T(std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::max();
+  }
+};
+
 /// Identity element of `op` for T (what padding holds so the reduction is unchanged).
 template <class T>
 constexpr T identity_of(reduce_op op) {
@@ -155,8 +168,8 @@ constexpr T identity_of(reduce_op op) {
     case reduce_op::sum:
     case reduce_op::avg: return T(0);
     case reduce_op::prod: return T(1);
-    case reduce_op::max: return std::numeric_limits<T>::has_infinity ? T(-std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::lowest();
-    case reduce_op::min: return std::numeric_limits<T>::has_infinity ? T(std::numeric_limits<T>::infinity()) : std::numeric_limits<T>::max();
+    case reduce_op::max: return reduce_limits<T>::lowest();
+    case reduce_op::min: return reduce_limits<T>::highest();
   }
   return T(0);
 }
@@ -173,10 +186,10 @@ inline void accumulate(T* __restrict acc, const T* __restrict x, std::size_t n, 
       for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] * x[i]);
       break;
     case reduce_op::max:
-      for (std::size_t i = 0; i < n; ++i) acc[i] = x[i] > acc[i] ? x[i] : acc[i];
+      for (std::size_t i = 0; i < n; ++i) acc[i] = (x[i] > acc[i] || x[i] != x[i]) ? x[i] : acc[i];
       break;
     case reduce_op::min:
-      for (std::size_t i = 0; i < n; ++i) acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+      for (std::size_t i = 0; i < n; ++i) acc[i] = (x[i] < acc[i] || x[i] != x[i]) ? x[i] : acc[i];
       break;
   }
 }

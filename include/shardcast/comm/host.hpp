@@ -179,10 +179,10 @@ inline void combine(T* __restrict out, const T* __restrict a, const T* __restric
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] * b[i]);
       break;
     case reduce_op::max:
-      for (std::size_t i = 0; i < n; ++i) out[i] = b[i] > a[i] ? b[i] : a[i];
+      for (std::size_t i = 0; i < n; ++i) out[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];
       break;
     case reduce_op::min:
-      for (std::size_t i = 0; i < n; ++i) out[i] = b[i] < a[i] ? b[i] : a[i];
+      for (std::size_t i = 0; i < n; ++i) out[i] = (b[i] < a[i] || b[i] != b[i]) ? b[i] : a[i];
       break;
   }
 }

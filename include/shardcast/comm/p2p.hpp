@@ -459,17 +459,28 @@ template <class F>
 void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   SHARDCAST_EXPECTS(nranks >= 1 && !devices.empty(),
                     "shardcast::p2p::run: needs nranks >= 1 and at least one device (e.g. {0} to put every rank on GPU 0)");
+  // The fused reductions (reduce_scatter, all_reduce) load peers' buffers in a kernel, which
+  // needs peer access between every pair of distinct devices (cudaMemcpyPeerAsync alone would not).
   for (int a : devices)
     for (int b : devices) {
       if (a == b) continue;
       int can = 0;
       SHARDCAST_CUDA_TRY(cudaDeviceCanAccessPeer(&can, a, b));
-      if (!can) continue;
+      SHARDCAST_EXPECTS(can, "shardcast::p2p::run: device " + std::to_string(a) + " cannot access device " + std::to_string(b) +
+                                 "'s memory (no peer access); the p2p backend reads peers' buffers in its reduction kernels. "
+                                 "Use devices with peer access, or shardcast::nccl");
+    }
+  int caller_device = 0;
+  SHARDCAST_CUDA_TRY(cudaGetDevice(&caller_device));
+  for (int a : devices)
+    for (int b : devices) {
+      if (a == b) continue;
       SHARDCAST_CUDA_TRY(cudaSetDevice(a));
       const cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
       else SHARDCAST_CUDA_TRY(e);
     }
+  SHARDCAST_CUDA_TRY(cudaSetDevice(caller_device));  // (the loop above changed this thread's device)
   // Stream-ordered allocations (the default allocator) come from each device's current
   // memory pool, which peer access does not open: let every peer device read and write it.
   for (int a : devices) {

@@ -18,6 +18,26 @@ template <> struct dtype_of<__nv_bfloat16> { static constexpr dtype value = dtyp
 template <> struct dtype_of<__nv_fp8_e4m3> { static constexpr dtype value = dtype::f8e4m3; };
 template <> struct dtype_of<__nv_fp8_e5m2> { static constexpr dtype value = dtype::f8e5m2; };
 
+namespace detail {
+// max/min identities of the narrow floats (std::numeric_limits knows nothing of them).
+template <> struct reduce_limits<__half> {
+  static __half lowest() { return __float2half_rn(-__builtin_huge_valf()); }
+  static __half highest() { return __float2half_rn(__builtin_huge_valf()); }
+};
+template <> struct reduce_limits<__nv_bfloat16> {
+  static __nv_bfloat16 lowest() { return __float2bfloat16_rn(-__builtin_huge_valf()); }
+  static __nv_bfloat16 highest() { return __float2bfloat16_rn(__builtin_huge_valf()); }
+};
+template <> struct reduce_limits<__nv_fp8_e4m3> {  // no infinities: +-448
+  static __nv_fp8_e4m3 lowest() { return __nv_fp8_e4m3(-448.0f); }
+  static __nv_fp8_e4m3 highest() { return __nv_fp8_e4m3(448.0f); }
+};
+template <> struct reduce_limits<__nv_fp8_e5m2> {  // +-inf (a float conversion would saturate them)
+  static __nv_fp8_e5m2 lowest() { __nv_fp8_e5m2 r; r.__x = 0xFC; return r; }
+  static __nv_fp8_e5m2 highest() { __nv_fp8_e5m2 r; r.__x = 0x7C; return r; }
+};
+}  // namespace detail
+
 namespace device {
 
 /// True for the 16- and 8-bit floating types, which are reduced in float.

@@ -62,11 +62,11 @@ struct bias_add {
   }
 };
 
-/// out = max(acc, 0).
+/// out = max(acc, 0); a NaN stays NaN, as fn::relu.
 struct relu {
   static constexpr bool uses_index = false;
   template <class A>
-  SHARDCAST_HOST_DEVICE A operator()(A v, std::size_t) const { return v > A(0) ? v : A(0); }
+  SHARDCAST_HOST_DEVICE A operator()(A v, std::size_t) const { return (v > A(0) || v != v) ? v : A(0); }
 };
 
 /// out = acc * Phi(acc) with the exact (erf) form, as torch.nn.GELU() by default.

@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "../comm/communicator.hpp"
@@ -61,17 +62,25 @@ template <class A>
 SHARDCAST_HOST_DEVICE inline A combine(A a, A b, reduce_op op) {
   switch (op) {
     case reduce_op::prod: return a * b;
-    case reduce_op::max: return b > a ? b : a;
-    case reduce_op::min: return b < a ? b : a;
+    case reduce_op::max: return (b > a || b != b) ? b : a;  // a NaN on either side wins, as on the host
+    case reduce_op::min: return (b < a || b != b) ? b : a;
     default: return a + b;  // sum, avg
   }
+}
+
+/// sum / n for avg: integers divide in their promoted type, as the host's divide_mean (n as
+/// an int8 would wrap from 128 on); floating types by the divisor converted once (avg_div).
+template <class A>
+SHARDCAST_HOST_DEVICE inline A mean_of(A sum, A avg_div, int n) {
+  if constexpr (std::is_integral_v<A>) return shardcast::detail::divide_mean(sum, n);
+  else return static_cast<A>(sum / avg_div);
 }
 
 template <class In, class Out, class A, class Epi>
 __device__ __forceinline__ Out reduce_one(const source_list<In>& s, std::size_t i, reduce_op op, A avg_div, Epi epi) {
   A acc = convert<A>(s.p[0][i]);
   for (int k = 1; k < s.n; ++k) acc = combine(acc, convert<A>(s.p[k][i]), op);
-  if (op == reduce_op::avg) acc = static_cast<A>(acc / avg_div);
+  if (op == reduce_op::avg) acc = mean_of(acc, avg_div, s.n);
   return convert<Out>(epi(acc, i));
 }
 
@@ -102,7 +111,7 @@ SHARDCAST_KERNEL void reduce_sources_kernel(source_list<In> s, Out* dst, std::si
 #pragma unroll
       for (int e = 0; e < W; ++e) {
         A a = acc[e];
-        if (op == reduce_op::avg) a = static_cast<A>(a / avg_div);
+        if (op == reduce_op::avg) a = mean_of(a, avg_div, s.n);
         y.v[e] = convert<Out>(epi(a, e0 + std::size_t(e)));
       }
       *reinterpret_cast<aligned_vector<Out, W>*>(dst + e0) = y;
@@ -128,7 +137,7 @@ struct fused_reduce_op {
     A acc = v[0];
 #pragma unroll
     for (int k = 1; k < int(sizeof...(X)); ++k) acc = combine(acc, v[k], op);
-    if (op == reduce_op::avg) acc = static_cast<A>(acc / avg_div);
+    if (op == reduce_op::avg) acc = mean_of(acc, avg_div, int(sizeof...(X)));
     return convert<Out>(epi(acc, std::size_t(0)));
   }
 };

@@ -13,7 +13,9 @@
 ///   jointly), or one of them partial and the other replicate, f commuting with that
 ///   partial in its operand (linear for partial<sum>, affine for partial<avg>,
 ///   nondecreasing for partial<max|min>; see is_linear_in); y has pa, or the partial one.
-/// `broadcast_layout_t<LA, D>` is the layout b needs for a of layout LA. Illegal static
+/// `broadcast_layout_t<LA, D>` is the layout b needs for a of layout LA (replicate where a is
+/// shard<D> or partial<max|min|prod>; a's partial<sum|avg>, which suits an f linear in (a, b)
+/// jointly: for one linear in a alone, such as a / b, b must be replicate there). Illegal static
 /// layouts fail to compile with an error that names the mesh axis and both placements;
 /// dynamic ones throw layout_error.
 ///
@@ -42,8 +44,11 @@ namespace shardcast {
 namespace detail {
 
 /// The placement b needs on an axis where a is `a`, for a broadcast along dim d.
+/// Where a is partial<max|min|prod>, b cannot be partial too (two such partials never
+/// combine term by term), so b must be replicate there.
 constexpr placement_desc broadcast_placement_for(const placement_desc& a, int d) {
-  return a.is_shard(d) ? placement_desc::make_replicate() : a;
+  const bool termwise_partial = a.is_partial() && (a.op == reduce_op::max || a.op == reduce_op::min || a.op == reduce_op::prod);
+  return a.is_shard(d) || termwise_partial ? placement_desc::make_replicate() : a;
 }
 
 /// broadcast_zip<D>(a, b, f) on one axis.

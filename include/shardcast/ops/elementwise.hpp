@@ -732,6 +732,8 @@ std::string describe_extents(const std::array<std::int64_t, R>& e) {
 /// Throws layout_error unless the two operands live on the same mesh object.
 template <class Mesh>
 void expect_same_mesh(const char* who, const Mesh& a, const Mesh& b, const char* na = "a", const char* nb = "b") {
+  require_mesh(a, who);
+  require_mesh(b, who);
   if (!(a == b))
     throw layout_error(std::string(who) + ": the operands live on different meshes (" + na + " on a " + describe_mesh(a) + ", " + nb +
                        " on another " + describe_mesh(b) +
@@ -742,6 +744,7 @@ void expect_same_mesh(const char* who, const Mesh& a, const Mesh& b, const char*
 template <class U, int R, class L, class Mesh>
 dtensor<U, R, L, Mesh> make_output(const Mesh& m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
                                    const runtime_layout& l, typename Mesh::stream_type s) {
+  require_mesh(m, "shardcast: an operator's operand");
   if constexpr (is_dynamic_v<L>) {
     const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
     auto owner = memory_ops<typename Mesh::memory_space>::template allocate<U>(static_cast<std::size_t>(b.volume()), s);

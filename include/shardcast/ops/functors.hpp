@@ -63,10 +63,10 @@ struct identity_fn {
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return x; }
 };
 
-/// max(x, 0)
+/// max(x, 0); a NaN stays NaN (as torch.relu), so a diverging activation is not hidden.
 struct relu_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return x > T(0) ? x : T(0); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return (x > T(0) || x != x) ? x : T(0); }
 };
 /// dy * relu'(x), with relu'(0) = 0 (PyTorch's choice).
 struct relu_grad_fn {

@@ -152,7 +152,11 @@ dtensor<T, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, L
   SHARDCAST_EXPECTS(ba.off[0] == bc.off[0] && ba.ext[0] == bc.ext[0] && bb.off[1] == bc.off[1] && bb.ext[1] == bc.ext[1] &&
                         ba.off[1] == bb.off[0] && ba.ext[1] == bb.ext[0],
                     "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
-  if (c.local_size() > 0) gemm(bc.ext[0], bc.ext[1], ba.ext[1], a.data(), ba.ext[1], b.data(), bb.ext[1], c.data(), bc.ext[1]);
+  // Row strides at least 1, so a BLAS accepts an empty piece of the contracted dim (k = 0 on
+  // this rank, C not empty): BLAS requires lda >= max(1, k), as nn::detail::gemm_op_dtensor does.
+  if (c.local_size() > 0)
+    gemm(bc.ext[0], bc.ext[1], ba.ext[1], a.data(), std::max<std::int64_t>(1, ba.ext[1]), b.data(), std::max<std::int64_t>(1, bb.ext[1]),
+         c.data(), bc.ext[1]);
   return c;
 }
 

@@ -134,8 +134,10 @@ struct combine_fn {
   SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const {
     if constexpr (O == reduce_op::sum || O == reduce_op::avg) return static_cast<T>(a + b);
     else if constexpr (O == reduce_op::prod) return static_cast<T>(a * b);
-    else if constexpr (O == reduce_op::max) return b > a ? b : a;
-    else return b < a ? b : a;
+    // A NaN on either side wins (as torch.max/amax and numpy.max do), whatever the order
+    // the terms meet in: `b > a ? b : a` alone keeps a NaN a but drops a NaN b.
+    else if constexpr (O == reduce_op::max) return (b > a || b != b) ? b : a;
+    else return (b < a || b != b) ? b : a;
   }
 };
 
@@ -144,7 +146,8 @@ struct divide_by_fn {
   std::int64_t d;
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
-    return static_cast<T>(x / static_cast<T>(d));
+    if constexpr (std::is_arithmetic_v<T>) return static_cast<T>(x / static_cast<T>(d));
+    else return static_cast<T>(static_cast<float>(x) / static_cast<float>(d));  // __half etc.: d as T is inf from 65520 on
   }
 };
 
