@@ -48,6 +48,24 @@ struct adam_ref {
 // The gradient summand DP rank k contributes at step s.
 std::vector<double> summand(i64 n, int s, int k) { return nn_ref::ints<double>(n, 10 * s + 3 * k + 1); }
 
+// The parameter after each of `steps` global optimizer steps on the gradient summed over
+// `dp` DP ranks' summands.
+template <class Ref>
+std::vector<std::vector<double>> reference_steps(std::vector<double> p, Ref ref, int dp, int steps) {
+  std::vector<std::vector<double>> want;
+  const auto n = static_cast<i64>(p.size());
+  for (int s = 1; s <= steps; ++s) {
+    std::vector<double> g(p.size(), 0.0);
+    for (int k = 0; k < dp; ++k) {
+      const auto gk = summand(n, s, k);
+      for (std::size_t i = 0; i < g.size(); ++i) g[i] += gk[i];
+    }
+    ref.step(p, g, s);
+    want.push_back(p);
+  }
+  return want;
+}
+
 // Runs `steps` ZeRO steps on a parameter of global `extents` used in layout UseLayout on
 // `shape` (DP axis Dp); compares each step with the reference; `tol` is the absolute
 // tolerance per element relative to (1 + |reference|) (0: exact).
@@ -59,19 +77,7 @@ void check_zero(std::array<int, 2> shape, std::array<i64, R> extents, Opt opt, R
   for (auto e : extents) n *= e;
   const int dp = shape[static_cast<std::size_t>(Dp)];
   std::vector<double> P = nn_ref::ints<double>(n, 7);
-  std::vector<std::vector<double>> want;
-  {
-    std::vector<double> p = P;
-    for (int s = 1; s <= steps; ++s) {
-      std::vector<double> g(static_cast<std::size_t>(n), 0.0);
-      for (int k = 0; k < dp; ++k) {
-        const auto gk = summand(n, s, k);
-        for (std::size_t i = 0; i < g.size(); ++i) g[i] += gk[i];
-      }
-      ref.step(p, g, s);
-      want.push_back(p);
-    }
-  }
+  const std::vector<std::vector<double>> want = reference_steps(P, ref, dp, steps);
   std::mutex mu;
   std::vector<std::string> bad;
   auto fail = [&](int rank, const std::string& what) {
@@ -165,20 +171,7 @@ TEST_CASE("nn: ZeRO parameters are move-only; clone is an independent checkpoint
   const nn::adam<double> opt{0.01, 0.9, 0.999, 1e-8};
   // Reference: two global Adam steps.
   const std::vector<double> P = nn_ref::ints<double>(n, 7);
-  std::vector<std::vector<double>> want;
-  {
-    adam_ref ref{0.01, 0.9, 0.999, 1e-8, {}, {}};
-    std::vector<double> p = P;
-    for (int s = 1; s <= 2; ++s) {
-      std::vector<double> g(static_cast<std::size_t>(n), 0.0);
-      for (int k = 0; k < 2; ++k) {
-        const auto gk = summand(n, s, k);
-        for (std::size_t i = 0; i < g.size(); ++i) g[i] += gk[i];
-      }
-      ref.step(p, g, s);
-      want.push_back(p);
-    }
-  }
+  const std::vector<std::vector<double>> want = reference_steps(P, adam_ref{0.01, 0.9, 0.999, 1e-8, {}, {}}, 2, 2);
   std::mutex mu;
   std::vector<std::string> bad;
   auto fail = [&](int rank, const std::string& what) {
