@@ -52,8 +52,8 @@ plan_choice choose_static_plan(const Mesh& m, const plan_set& ps, const std::int
 /// The run-time plan x.layout() -> `to` for x's mesh and extents, from the plans shared by
 /// the process's ranks, once `to` is validated against the mesh and the tensor's rank.
 template <class T, int R, class Mesh>
-plan shared_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  to.validate(Mesh::naxes, R, "shardcast::redistribute");
+plan shared_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who = "shardcast::redistribute") {
+  to.validate(Mesh::naxes, R, who);
   return shared_plans().get(x.layout(), to, x.mesh().shape().data(), x.global_extents().data(), R);
 }
 
@@ -389,15 +389,23 @@ plan plan_for(const dtensor<T, R, From, Mesh>& x) {
   return detail::choose_static_plan<R>(x.mesh(), ps, x.global_extents().data()).p;
 }
 
+namespace detail {
+/// plan_for(x, to), with `who` naming the public call in its errors.
+template <class T, int R, class Mesh>
+plan runtime_plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who) {
+  require_mesh(x.mesh(), who);
+  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e->p;
+  return shared_runtime_plan(x, to, who);
+}
+}  // namespace detail
+
 /// The plan `redistribute(x, to)` runs (make_plan with x's mesh shape and extents): the one
 /// in x's mesh when a redistribute has run it there, else from the plans shared by the
 /// process's ranks. Not collective.
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
 plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  detail::require_mesh(x.mesh(), "shardcast::plan_for");
-  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e->p;
-  return detail::shared_runtime_plan(x, to);
+  return detail::runtime_plan_for(x, to, "shardcast::plan_for");
 }
 
 /// What `redistribute<To>(x)` does: `explain<T>` of `plan_for<To>(x)` on x's mesh shape and
@@ -408,12 +416,13 @@ plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout
 template <class To, class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout>)
 std::string explain(const dtensor<T, R, From, Mesh>& x) {
+  detail::require_mesh(x.mesh(), "shardcast::explain");
   return explain<T>(plan_for<To>(x), x.mesh().shape(), x.global_extents());
 }
 /// What `redistribute(x, to)` does, for a dynamic-layout x (see above).
 template <class T, int R, class Mesh>
 std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  return explain<T>(plan_for(x, to), x.mesh().shape(), x.global_extents());
+  return explain<T>(detail::runtime_plan_for(x, to, "shardcast::explain"), x.mesh().shape(), x.global_extents());
 }
 
 namespace detail {

@@ -8,8 +8,10 @@
 // exercised on a chosen set of them; the kernel path takes every combination.
 #include <doctest/doctest.h>
 
+#include <shardcast/comm/host.hpp>
 #include <shardcast/cuda/reduce_scatter.cuh>
 #include <shardcast/ops/functors.hpp>
+#include <shardcast/ops/reduce.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -382,4 +384,37 @@ TEST_CASE("choose_reduce_path: the kernel where all pointers share a phase, CUB 
             src4, 4, reinterpret_cast<__nv_bfloat16*>(base + 0x100000), 4096) == reduce_path::kernel);
   CHECK(cu::detail::choose_reduce_path<float, __nv_bfloat16, cu::identity>(
             src4, 4, reinterpret_cast<__nv_bfloat16*>(base + 0x100000 + 2), 4096) == reduce_path::cub);
+}
+
+// The narrow floating types on host memory, no device needed: their max/min identities
+// (std::numeric_limits is not specialised for them, so lowest() was T(), that is 0, and
+// fp8's did not compile), the relu epilogue's NaN, and the host reduce<D, avg> of __half,
+// whose divisor as a __half is inf from 65520 on (the mean came back 0).
+TEST_CASE("max/min identities of __half, __nv_bfloat16 and the fp8 types; relu keeps NaN" * doctest::test_suite("host_only")) {
+  using sc::reduce_op;
+  using sc::detail::identity_of;
+  CHECK(__half2float(identity_of<__half>(reduce_op::max)) == -INFINITY);
+  CHECK(__half2float(identity_of<__half>(reduce_op::min)) == INFINITY);
+  CHECK(__bfloat162float(identity_of<__nv_bfloat16>(reduce_op::max)) == -INFINITY);
+  CHECK(__bfloat162float(identity_of<__nv_bfloat16>(reduce_op::min)) == INFINITY);
+  CHECK(static_cast<float>(identity_of<__nv_fp8_e4m3>(reduce_op::max)) == -448.0f);  // e4m3 has no infinity
+  CHECK(static_cast<float>(identity_of<__nv_fp8_e4m3>(reduce_op::min)) == 448.0f);
+  CHECK(static_cast<float>(identity_of<__nv_fp8_e5m2>(reduce_op::max)) == -INFINITY);
+  CHECK(static_cast<float>(identity_of<__nv_fp8_e5m2>(reduce_op::min)) == INFINITY);
+  CHECK(std::isnan(sc::device::relu{}(NAN, 0)));
+  CHECK(sc::device::relu{}(-2.0f, 0) == 0.0f);
+}
+
+TEST_CASE("host reduce<0, avg> of __half over 70000 rows divides by the extent" * doctest::test_suite("host_only")) {
+  const std::int64_t n = 70000;
+  std::vector<__half> g(static_cast<std::size_t>(n), __float2half(0.0f));
+  for (int i = 0; i < 10; ++i) g[static_cast<std::size_t>(i) * 7000] = __float2half(1.0f);
+  sc::host::run(1, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 1>{1});
+    auto x = sc::distribute<sc::layout<sc::replicate>>(m, g, std::array<std::int64_t, 2>{n, 1});
+    const auto r = sc::to_global(sc::reduce<0, sc::avg>(x));
+    REQUIRE(r.size() == 1);
+    const float want = 10.0f / static_cast<float>(n);  // 1.43e-4, a normal __half
+    CHECK(std::fabs(__half2float(r[0]) - want) <= 1e-3f * want);
+  });
 }

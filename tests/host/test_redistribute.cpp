@@ -331,6 +331,8 @@ TEST_CASE("runtime misuse throws layout_error naming the problem") {
     auto x = sc::distribute(m, sc::runtime_layout::parse("S(0),R"), std::span<float>(g), std::array<std::int64_t, 1>{10});  // a span of non-const
     CHECK_THROWS_WITH_AS(sc::redistribute(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::redistribute: layout"),
                          sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::plan_for(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::plan_for: layout"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::explain(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::explain: layout"), sc::layout_error);
     CHECK(sc::to_global(x) == g);
   });
 }

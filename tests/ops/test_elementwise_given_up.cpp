@@ -379,6 +379,7 @@ TEST_CASE("chains of temporaries through the compile-time API hold one piece") {
 // that would reach the mesh: they once dereferenced a null mesh state (SIGSEGV).
 #include <shardcast/ops/broadcast.hpp>
 #include <shardcast/ops/matmul.hpp>
+#include <shardcast/ops/overlap.hpp>
 #include <shardcast/ops/reduce.hpp>
 #include <shardcast/ops/transpose.hpp>
 
@@ -415,6 +416,7 @@ TEST_CASE("a tensor or mesh without mesh state is refused by every call that nee
       expect("redistribute_into", [&] { sc::redistribute_into(*t, sc::dtensor<double, 2, sc::layout<R>, Mesh>{}); });
       expect("plan_for", [&] { (void)sc::plan_for<sc::layout<R>>(*t); });
       expect("explain", [&] { (void)sc::explain<sc::layout<R>>(*t); });
+      expect("explain to its own layout", [&] { (void)sc::explain<sc::layout<S0>>(*t); });
       expect("to_global", [&] { (void)sc::to_global(*t); });
       expect("to_global of an rvalue", [&] { (void)sc::to_global(std::remove_reference_t<decltype(*t)>(*t)); });
       expect("map", [&] { (void)sc::map(*t, sc::fn::relu); });
@@ -427,6 +429,7 @@ TEST_CASE("a tensor or mesh without mesh state is refused by every call that nee
     }
     expect("dynamic redistribute", [&] { (void)sc::redistribute(xd, sc::runtime_layout::parse("R")); });
     expect("dynamic plan_for", [&] { (void)sc::plan_for(xd, sc::runtime_layout::parse("R")); });
+    expect("dynamic explain", [&] { (void)sc::explain(xd, sc::runtime_layout::parse("R")); });
     expect("execute", [&] {
       (void)sc::execute(sc::make_plan(sc::runtime_layout::parse("S(0)"), sc::runtime_layout::parse("R"), std::array<int, 1>{2}, e), xd);
     });
@@ -441,6 +444,7 @@ TEST_CASE("a tensor or mesh without mesh state is refused by every call that nee
     std::vector<double> local(3);
     expect("make_view", [&] { (void)sc::make_view<sc::layout<S0>>(no_mesh, local.data(), e); });
     expect("check_same_extents", [&] { sc::check_same_extents(no_mesh, e); });
+    expect("overlap_context", [&] { sc::overlap_context ctx(no_mesh); });
     // The tensors that still have their mesh work as before.
     CHECK(sc::to_global(gone) == g);
     CHECK(sc::to_global(gone_d) == g);

@@ -472,6 +472,10 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
     }
   int caller_device = 0;
   SHARDCAST_CUDA_TRY(cudaGetDevice(&caller_device));
+  struct restore_device {  // the loop below changes this thread's device; give the caller's back, also on a throw
+    int d;
+    ~restore_device() { (void)cudaSetDevice(d); }
+  } restore{caller_device};
   for (int a : devices)
     for (int b : devices) {
       if (a == b) continue;
@@ -480,7 +484,6 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
       if (e == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
       else SHARDCAST_CUDA_TRY(e);
     }
-  SHARDCAST_CUDA_TRY(cudaSetDevice(caller_device));  // (the loop above changed this thread's device)
   // Stream-ordered allocations (the default allocator) come from each device's current
   // memory pool, which peer access does not open: let every peer device read and write it.
   for (int a : devices) {

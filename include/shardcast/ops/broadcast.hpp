@@ -81,7 +81,8 @@ struct elementwise_error<op_rule::broadcast_placement, Axis, PA, PB, F> : broadc
 }  // namespace detail
 
 /// The layout b needs in broadcast_zip<D>(a, b, f) for a of layout LA: replicate on the
-/// axes where LA is shard<D>, LA's placement elsewhere.
+/// axes where LA is shard<D> or partial<max|min|prod>, LA's placement elsewhere (for a
+/// partial<sum|avg> LA that suits an f linear in (a, b) jointly; see the file comment).
 /// Example: broadcast_layout_t<layout<shard<0>, shard<1>>, 1> is layout<shard<0>, replicate>.
 template <class LA, int D>
 using broadcast_layout_t = typename detail::layout_from<detail::broadcast_layout_for(LA::desc, D)>::type;

@@ -281,6 +281,7 @@ class overlap_context {
   /// `m`, once its communicator allows a second thread to call it (communicators that
   /// say so with a static require_threads(who), such as MPI's).
   static const Mesh& checked(const Mesh& m) {
+    detail::require_mesh(m, "shardcast::overlap_context");
     if constexpr (requires { Mesh::comm_type::require_threads("shardcast::overlap_context"); })
       Mesh::comm_type::require_threads("shardcast::overlap_context");
     return m;

@@ -259,7 +259,7 @@ struct reduce_exec<host_memory> {
       }
     });
     if (op == reduce_op::avg)
-      for (std::size_t i = 0; i < total; ++i) out[i] = static_cast<T>(out[i] / static_cast<T>(divisor));
+      for (std::size_t i = 0; i < total; ++i) out[i] = divide_by_fn{divisor}(out[i]);
   }
 };
 
