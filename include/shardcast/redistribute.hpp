@@ -422,7 +422,8 @@ std::string explain(const dtensor<T, R, From, Mesh>& x) {
 /// What `redistribute(x, to)` does, for a dynamic-layout x (see above).
 template <class T, int R, class Mesh>
 std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
-  return explain<T>(detail::runtime_plan_for(x, to, "shardcast::explain"), x.mesh().shape(), x.global_extents());
+  const plan p = detail::runtime_plan_for(x, to, "shardcast::explain");  // (checks the mesh before x.mesh().shape() below)
+  return explain<T>(p, x.mesh().shape(), x.global_extents());
 }
 
 namespace detail {
