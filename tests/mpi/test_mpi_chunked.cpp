@@ -3,6 +3,8 @@
 // few elements, so the splitting runs with small buffers, and every result is compared
 // with a reference computed from every rank's inputs.
 #include <doctest/doctest.h>
+
+#include <algorithm>
 #include <mpi.h>
 
 #include <cstdint>
@@ -41,6 +43,23 @@ T reduced(int p, std::size_t i, sc::reduce_op op) {
   for (int r = 1; r < p; ++r) acc = st::combine(acc, input<T>(r, i), op);
   if (op == sc::reduce_op::avg) acc = static_cast<T>(acc / static_cast<T>(p));
   return acc;
+}
+
+/// all_to_allv in which rank 0 sends `sent` elements to rank 1, which expects `expected`:
+/// rank 1 throws comm_error containing `why`, the other ranks complete; then all meet.
+void all_to_allv_count_mismatch(sc::mpi::communicator& c, std::size_t sent, std::size_t expected, const char* why) {
+  const auto P = static_cast<std::size_t>(c.size());
+  const int me = c.rank();
+  std::vector<std::size_t> zero(P, 0), scount(P, 0), rcount(P, 0);
+  if (me == 0) scount[1] = sent;
+  if (me == 1) rcount[0] = expected;
+  std::vector<int> s(std::max(sent, expected), 7), r(expected, 0);
+  if (me == 1)
+    CHECK_THROWS_WITH_AS(c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data()),
+                         doctest::Contains(why), sc::comm_error);
+  else
+    c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data());
+  c.barrier();
 }
 }  // namespace
 
@@ -253,17 +272,7 @@ TEST_CASE("a receive that gets fewer elements than it expects throws comm_error 
   }
   c.barrier();
   // all_to_allv: rank 1 expects 4 elements from rank 0, which sends 2.
-  const auto P = static_cast<std::size_t>(p);
-  std::vector<std::size_t> zero(P, 0), sc_(P, 0), rc(P, 0);
-  if (me == 0) sc_[1] = 2;
-  if (me == 1) rc[0] = 4;
-  std::vector<int> s(4, 7), r(4, 0);
-  if (me == 1)
-    CHECK_THROWS_WITH_AS(c.all_to_allv(s.data(), sc_.data(), zero.data(), r.data(), rc.data(), zero.data()),
-                         doctest::Contains("rank 1 expected 4 elements from rank 0, which sent a different count"), sc::comm_error);
-  else
-    c.all_to_allv(s.data(), sc_.data(), zero.data(), r.data(), rc.data(), zero.data());
-  c.barrier();
+  all_to_allv_count_mismatch(c, 2, 4, "rank 1 expected 4 elements from rank 0, which sent a different count");
 }
 
 // Above the limit a message travels in pieces, and a piece shorter than the limit ends it,
@@ -319,16 +328,6 @@ TEST_CASE("chunked point-to-point messages: exact multiples of the limit arrive 
       c.barrier();
     }
     // all_to_allv: rank 1 expects 2 lim + 1 elements from rank 0, which sends lim.
-    const auto P = static_cast<std::size_t>(p);
-    std::vector<std::size_t> zero(P, 0), scount(P, 0), rcount(P, 0);
-    if (me == 0) scount[1] = lim;
-    if (me == 1) rcount[0] = 2 * lim + 1;
-    std::vector<int> s(2 * lim + 1, 7), r(2 * lim + 1, 0);
-    if (me == 1)
-      CHECK_THROWS_WITH_AS(c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data()),
-                           doctest::Contains("which sent fewer"), sc::comm_error);
-    else
-      c.all_to_allv(s.data(), scount.data(), zero.data(), r.data(), rcount.data(), zero.data());
-    c.barrier();
+    all_to_allv_count_mismatch(c, lim, 2 * lim + 1, "which sent fewer");
   }
 }
