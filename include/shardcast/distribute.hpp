@@ -397,14 +397,17 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> empty(const Mesh& m, const
   return detail::empty_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, s);
 }
 
-/// Collective: the whole global tensor on every rank (partial axes reduced).
+/// Collective: the whole global tensor on every rank (partial axes reduced). x's elements
+/// may be const (only read).
 template <class T, int R, class L, class Mesh>
-std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) {
-  using D = dtensor<T, R, dynamic_layout, Mesh>;
+std::vector<std::remove_const_t<T>> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) {
+  using U = std::remove_const_t<T>;
+  using D = dtensor<U, R, dynamic_layout, Mesh>;
   detail::require_mesh(x.mesh(), "shardcast::to_global");
-  D d(x.mesh(), x.global_extents(), x.owner(), x.data(), x.layout());
+  // (x's piece is only read: a replicated x's piece is copied out as it is)
+  D d(x.mesh(), x.global_extents(), std::const_pointer_cast<U>(x.owner()), const_cast<U*>(x.data()), x.layout());
   D r = redistribute(d, detail::all_replicate<Mesh::naxes>(), s);
-  std::vector<T> out(r.local_size());
+  std::vector<U> out(r.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(out.data(), r.data(), out.size(), s);
   return out;
 }
@@ -416,7 +419,9 @@ std::vector<T> to_global(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_
 /// alone, it runs in place there; x's storage is released once the replicated piece no
 /// longer needs it (before the host copy when the plan has collectives), unless a copy of
 /// x holds it. Storage a copy holds, and memory under a view, is never written.
+/// (A tensor of const elements is never given up: it goes to the form above, and stays.)
 template <class T, int R, class L, class Mesh>
+  requires(!std::is_const_v<T>)
 std::vector<T> to_global(dtensor<T, R, L, Mesh>&& x, typename Mesh::stream_type s = {}) {
   using D = dtensor<T, R, dynamic_layout, Mesh>;
   detail::require_mesh(x.mesh(), "shardcast::to_global");

@@ -105,6 +105,25 @@ class dtensor {
     set_box(local);
   }
 
+  /// A tensor of const elements from one of mutable elements (as `std::span<const T>` from
+  /// `std::span<T>`): the same mesh, layout, piece and storage, read-only through this
+  /// handle. Takes over `o`'s handles when `o` is an rvalue.
+  template <class U>
+    requires std::is_same_v<T, const U>
+  dtensor(const dtensor<U, R, Layout, Mesh>& o)  // NOLINT(google-explicit-constructor): as span's
+      : mesh_(o.mesh()), global_(o.global_extents()), owner_(o.owner()), data_(o.data()), layout_(o.layout()) {
+    set_box(o.local_box());
+  }
+  template <class U>
+    requires std::is_same_v<T, const U>
+  dtensor(dtensor<U, R, Layout, Mesh>&& o) noexcept  // NOLINT(google-explicit-constructor)
+      : global_(o.global_extents()), data_(o.data()), layout_(o.layout()) {
+    set_box(o.local_box());
+    auto taken = o.take();
+    mesh_ = std::move(taken.first);
+    owner_ = std::move(taken.second);
+  }
+
   /// The layout as a value.
   runtime_layout layout() const { return layout_.value(); }
   const Mesh& mesh() const { return mesh_; }
@@ -158,6 +177,20 @@ class dtensor {
 };
 
 namespace detail {
+/// Internal: x with its elements seen as mutable (the same piece and storage), for code
+/// that only reads them, so that a tensor of const elements runs the code of one of
+/// mutable elements. Nothing may write through the result.
+template <class T, int R, class L, class Mesh>
+dtensor<T, R, L, Mesh> unconst(const dtensor<const T, R, L, Mesh>& x) {
+  using Y = dtensor<T, R, L, Mesh>;
+  std::shared_ptr<T> owner = std::const_pointer_cast<T>(x.owner());
+  T* const data = const_cast<T*>(x.data());
+  if constexpr (std::is_same_v<L, dynamic_layout>)
+    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box(), x.layout());
+  else
+    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box());
+}
+
 /// Internal: the tensor of type Y (x's element type, rank and mesh type; layout l, which
 /// gives x's local box) that takes over x's mesh handle, storage and piece as they are,
 /// leaving x empty: a redistribute with no steps, or an operator that wrote over x's

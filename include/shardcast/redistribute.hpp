@@ -242,6 +242,20 @@ inline void run_redistribute(const dtensor<T, R, From, Mesh>& x, const plan_geom
   }
 }
 
+/// A copy of x's piece, of const elements, into new storage that the result owns: the
+/// redistribute of a tensor of const elements whose plan has no steps.
+template <class Y, class T, int R, class L, class Mesh>
+Y copy_of_read_only(const dtensor<const T, R, L, Mesh>& x, const runtime_layout& to, typename Mesh::stream_type s) {
+  const std::size_t n = x.local_size();
+  std::shared_ptr<T> owner = allocate_result<T>(x.mesh(), n, s);
+  memory_ops<typename Mesh::memory_space>::copy(owner.get(), x.data(), n, s);
+  T* const data = owner.get();
+  if constexpr (std::is_same_v<typename Y::layout_type, dynamic_layout>)
+    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box(), to);
+  else
+    return (void)to, Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box());
+}
+
 /// Why x and y do not fit redistribute_into (cold: only called when they do not).
 template <class T, int R, class LX, class LY, class Mesh>
 [[gnu::cold, gnu::noinline]] void throw_into_error(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY, Mesh>& y) {
@@ -276,17 +290,27 @@ inline void check_into(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY,
 /// run the chosen candidate with its steps unrolled at compile time.
 /// @tparam To target layout, e.g. on a 2x2 mesh, global 4x6: x of layout<shard<0>, replicate>
 ///         holds 2x6 per rank; redistribute<layout<replicate, shard<1>>>(x) gives 4x3 per rank
-/// @param x input (unchanged)
+/// @param x input (unchanged). Its elements may be const (`dtensor<const T, ...>`, e.g. a
+///        view of memory the caller may only read): the result then has mutable elements
+///        in new storage, also when To is x's layout.
 /// @param s stream for device backends (ignored by host backends)
 /// @throws comm_error if a collective fails
 template <class To, class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout>)
-dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typename Mesh::stream_type s = {}) {
+dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typename Mesh::stream_type s = {}) {
   static_assert(check_layout<To, Mesh::naxes, R>());
   static_assert(detail::same_op_partials(To::desc),
                 "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
   constexpr const plan_set& ps = static_plans<From, To, R>;
-  if constexpr (ps.p[0].nsteps == 0) {
+  if constexpr (std::is_const_v<T>) {
+    detail::require_mesh(x.mesh(), "shardcast::redistribute");
+    if constexpr (ps.p[0].nsteps == 0) {
+      return detail::copy_of_read_only<dtensor<std::remove_const_t<T>, R, To, Mesh>>(x, To::desc, s);
+    } else {
+      const auto y = detail::unconst(x);  // (an lvalue: only read, never given up)
+      return redistribute<To>(y, s);
+    }
+  } else if constexpr (ps.p[0].nsteps == 0) {
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box());
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
@@ -313,8 +337,9 @@ dtensor<T, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typenam
 /// No storage that anyone can still read is written: if a collective throws, x is left as
 /// it was, except after a failed in-place all_reduce in its own storage, which leaves x
 /// empty (the storage, partly written, is released).
+/// (A tensor of const elements is never given up: it goes to the form above, and stays.)
 template <class To, class T, int R, class From, class Mesh>
-  requires(!std::same_as<From, dynamic_layout>)
+  requires(!std::same_as<From, dynamic_layout> && !std::is_const_v<T>)
 dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mesh::stream_type s = {}) {
   static_assert(check_layout<To, Mesh::naxes, R>());
   static_assert(detail::same_op_partials(To::desc),
@@ -353,6 +378,8 @@ dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mes
 template <class T, int R, class From, class To, class Mesh>
   requires(!std::same_as<From, dynamic_layout> && !std::same_as<To, dynamic_layout>)
 void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
+  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
+                                    "(a dtensor of mutable elements).");
   static_assert(detail::same_op_partials(To::desc),
                 "shardcast::redistribute_into: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
   constexpr const plan_set& ps = static_plans<From, To, R>;
@@ -447,20 +474,31 @@ const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_
 
 /// Converts a dynamic-layout tensor to `to`, planned at run time for the real mesh and extents.
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
+/// x's elements may be const, as for the static form: the result then has mutable elements
+/// in new storage, also when `to` is x's layout.
 template <class T, int R, class Mesh>
-dtensor<T, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
-                                                  typename Mesh::stream_type s = {}) {
-  const auto* e = detail::runtime_plan_entry(x, to);
-  if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
-  auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
-  return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
+dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
+                                                                      typename Mesh::stream_type s = {}) {
+  if constexpr (std::is_const_v<T>) {
+    detail::require_mesh(x.mesh(), "shardcast::redistribute");
+    if (x.layout() == to) return detail::copy_of_read_only<dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh>>(x, to, s);
+    const auto y = detail::unconst(x);  // (an lvalue: only read, never given up)
+    return redistribute(y, to, s);
+  } else {
+    const auto* e = detail::runtime_plan_entry(x, to);
+    if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
+    auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
+    return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
+  }
 }
 
 /// Converts a dynamic-layout tensor the caller gives up (an rvalue) to `to`, as the static
 /// redistribute of an rvalue does: the result takes x's mesh handle, x is left empty, and a
-/// plan that is one all_reduce runs in place (in x's storage when x owns it alone).
+/// plan that is one all_reduce runs in place (in x's storage when x owns it alone). (A tensor
+/// of const elements is never given up: it goes to the form above, and stays.)
 /// @throws layout_error if `to` does not fit the mesh or the tensor's rank
 template <class T, int R, class Mesh>
+  requires(!std::is_const_v<T>)
 dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, Mesh>&& x, const runtime_layout& to,
                                                   typename Mesh::stream_type s = {}) {
   using Y = dtensor<T, R, dynamic_layout, Mesh>;
@@ -483,6 +521,8 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, M
 template <class T, int R, class Mesh>
 void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtensor<T, R, dynamic_layout, Mesh>& y,
                        typename Mesh::stream_type s = {}) {
+  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
+                                    "(a dtensor of mutable elements).");
   const runtime_layout to = y.layout();
   detail::check_into(x, y, x.layout() == to);
   if (const auto* e = detail::runtime_plan_entry(x, to)) detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
@@ -494,14 +534,25 @@ void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtens
 template <class T, int R, class From, class To, class Mesh>
   requires(std::same_as<From, dynamic_layout> != std::same_as<To, dynamic_layout>)
 void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
+  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
+                                    "(a dtensor of mutable elements).");
   using D = dtensor<T, R, dynamic_layout, Mesh>;
   auto dynamic = [](const auto& t) { return D(t.mesh(), t.global_extents(), t.owner(), t.data(), t.local_box(), t.layout()); };
   redistribute_into(dynamic(x), dynamic(y), s);
 }
 
+/// An input of const elements (see redistribute) into an output of mutable ones: as for an
+/// input of mutable elements.
+template <class T, int R, class From, class To, class Mesh>
+void redistribute_into(const dtensor<const T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
+  redistribute_into(detail::unconst(x), y, s);
+}
+
 /// Every other pairing of input and output: a compile-time message that says what to change.
 template <class TX, int RX, class LX, class MX, class TY, int RY, class LY, class MY>
 void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY, MY>&, typename MX::stream_type = {}) {
+  static_assert(!std::is_const_v<TY>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
+                                      "(a dtensor of mutable elements).");
   static_assert(std::is_same_v<TX, TY>,
                 "shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.");
   static_assert(RX == RY, "shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.");
@@ -509,17 +560,27 @@ void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY,
 }
 
 /// Runs an explicit plan on a dynamic-layout tensor (the plan's source must be x's layout).
+/// x's elements may be const, as for redistribute: the result then has mutable elements in
+/// new storage, also for a plan with no steps.
 template <class T, int R, class Mesh>
-dtensor<T, R, dynamic_layout, Mesh> execute(const plan& p, const dtensor<T, R, dynamic_layout, Mesh>& x, typename Mesh::stream_type s = {}) {
+dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> execute(const plan& p, const dtensor<T, R, dynamic_layout, Mesh>& x,
+                                                                 typename Mesh::stream_type s = {}) {
   detail::require_mesh(x.mesh(), "shardcast::execute");
-  SHARDCAST_EXPECTS(p.src == x.layout(), "shardcast::execute: the plan starts from \"" + to_string(p.src) + "\" but the tensor has layout \"" +
-                                             to_string(x.layout()) + "\"");
-  p.dst.validate(Mesh::naxes, R, "shardcast::execute");  // a plan made for another tensor rank or mesh
-  for (int i = 0; i < p.nsteps; ++i) p.steps[i].to.validate(Mesh::naxes, R, "shardcast::execute");
-  if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), p.dst);
-  const detail::plan_geometry g = detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R);
-  auto [owner, data] = detail::execute_steps(x, p.steps, p.nsteps, g, s);
-  return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, g.final_box(), p.dst);
+  if constexpr (std::is_const_v<T>) {
+    const auto y = detail::unconst(x);
+    auto r = execute(p, y, s);  // (checks p against x)
+    if (p.nsteps == 0) return detail::copy_of_read_only<decltype(r)>(x, p.dst, s);
+    return r;
+  } else {
+    SHARDCAST_EXPECTS(p.src == x.layout(), "shardcast::execute: the plan starts from \"" + to_string(p.src) + "\" but the tensor has layout \"" +
+                                               to_string(x.layout()) + "\"");
+    p.dst.validate(Mesh::naxes, R, "shardcast::execute");  // a plan made for another tensor rank or mesh
+    for (int i = 0; i < p.nsteps; ++i) p.steps[i].to.validate(Mesh::naxes, R, "shardcast::execute");
+    if (p.nsteps == 0) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), p.dst);
+    const detail::plan_geometry g = detail::make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R);
+    auto [owner, data] = detail::execute_steps(x, p.steps, p.nsteps, g, s);
+    return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, g.final_box(), p.dst);
+  }
 }
 
 }  // namespace shardcast

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <shardcast/shardcast.hpp>
@@ -274,8 +275,8 @@ struct guarded {
 
 /// A copy of x's local piece (host memory), to check later that it was not modified.
 template <class D>
-std::vector<typename D::value_type> snapshot(const D& x) {
-  std::vector<typename D::value_type> v(x.local_size());
+std::vector<std::remove_const_t<typename D::value_type>> snapshot(const D& x) {
+  std::vector<std::remove_const_t<typename D::value_type>> v(x.local_size());
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = x.data()[i];
   return v;
 }

@@ -980,9 +980,9 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
 }
 
 /// The operand is one the caller gives up: a non-const rvalue (A deduced from A&& is not a
-/// reference).
+/// reference) of mutable elements (a tensor of const elements is only read, and stays).
 template <class A>
-inline constexpr bool given_v = !std::is_reference_v<A> && !std::is_const_v<A>;
+inline constexpr bool given_v = !std::is_reference_v<A> && !std::is_const_v<A> && !std::is_const_v<typename std::remove_cvref_t<A>::value_type>;
 template <class>
 struct is_dtensor : std::false_type {};
 template <class T, int R, class L, class Mesh>
@@ -991,7 +991,8 @@ struct is_dtensor<dtensor<T, R, L, Mesh>> : std::true_type {};
 template <class A, class B>
 concept dtensor_operands = is_dtensor<std::remove_cvref_t<A>>::value && is_dtensor<std::remove_cvref_t<B>>::value;
 template <class A, class B>
-inline constexpr bool same_value_types = std::is_same_v<typename std::remove_cvref_t<A>::value_type, typename std::remove_cvref_t<B>::value_type>;
+inline constexpr bool same_value_types = std::is_same_v<std::remove_const_t<typename std::remove_cvref_t<A>::value_type>,
+                                                        std::remove_const_t<typename std::remove_cvref_t<B>::value_type>>;
 
 /// The operand as the impls take it: non-const when given up, const when kept (so a kept
 /// operand, const or not, instantiates one impl).
@@ -1040,7 +1041,7 @@ auto scalar_mul_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::st
   const TS* const factor = sc.data();
   const std::size_t n = x.local_size();
   // The factor is read for every element: it must not lie in the piece being overwritten.
-  auto y = elementwise_output<TX, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
+  auto y = elementwise_output<std::remove_const_t<TX>, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
   // The factor is the one element of s's local piece, broadcast as a row of length 1.
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, factor, y.data(), n, std::size_t{1}, fn::mul, s);
   release_given_up<Given>(x);
@@ -1052,7 +1053,7 @@ constexpr bool check_bias_types() {
   static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::bias_add: x and the bias have different mesh types; both must live on the same mesh.");
   static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
   static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; reshape it or use add(x, b) for a full-shape b.");
-  static_assert(std::is_same_v<T, TB>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
+  static_assert(std::is_same_v<std::remove_const_t<T>, std::remove_const_t<TB>>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
   return true;
 }
 
@@ -1087,7 +1088,7 @@ auto bias_add_impl(X& x, const dtensor<TB, RB, LB, MeshB>& bias, typename X::mes
   const TB* const row = bias.data();  // read before the output is made, as in zip_impl
   const std::size_t n = x.local_size();
   // Every row reads the whole bias piece: it must not lie in the piece being overwritten.
-  auto y = elementwise_output<T, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
+  auto y = elementwise_output<std::remove_const_t<T>, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, row, bias.local_size()), s);
   if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, row, y.data(), n / cols, cols, fn::add, s);
   release_given_up<Given>(x);
   return y;
@@ -1123,11 +1124,13 @@ auto map(const dtensor<T, R, L, Mesh>& x, F f, typename Mesh::stream_type s = {}
 /// when the call returns unless a copy of x holds it. A view's memory (make_view) is never
 /// written. If f throws part-way through x's own storage, that storage is released too.
 /// The same holds for the first operand of scale and bias_add, and for either operand of
-/// zip, add, sub and mul (see zip with given-up operands).
+/// zip, add, sub and mul (see zip with given-up operands). A tensor of const elements
+/// (`dtensor<const T, ...>`) is never given up: every operator only reads it, and it stays.
 /// @code
 ///   auto h = sc::map(sc::bias_add(sc::matmul(x, w1), b1), sc::fn::gelu);  // one local piece per rank, not three
 /// @endcode
 template <class T, int R, class L, class Mesh, class F>
+  requires(!std::is_const_v<T>)
 auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
   return detail::map_impl<true>("shardcast::map", x, f, s);
 }
@@ -1150,7 +1153,7 @@ auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type
 /// scale of a tensor the caller gives up: x is left empty, and y takes x's storage when x
 /// owns it alone (see map of a given-up tensor).
 template <class T, int R, class L, class Mesh, class S>
-  requires std::is_arithmetic_v<S>
+  requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = {}) {
   return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
 }
@@ -1217,12 +1220,12 @@ auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 namespace detail {
 template <bool GA, bool GB, class XA, class XB>
 auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
-  using T = typename XA::value_type;
+  using T = std::remove_const_t<typename XA::value_type>;
   constexpr int RA = XA::rank, RB = XB::rank;
   using Mesh = typename XA::mesh_type;
   using MeshB = typename XB::mesh_type;
   static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(std::is_same_v<T, typename XB::value_type>,
+  static_assert(std::is_same_v<T, std::remove_const_t<typename XB::value_type>>,
                 "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   if constexpr (RB == 0 && RA > 0) {
     auto y = scalar_mul_impl<GA>(a, b, s);
@@ -1275,6 +1278,7 @@ auto bias_add(const dtensor<T, R, LX, Mesh>& x, const dtensor<TB, RB, LB, MeshB>
   return detail::bias_add_impl<false>(x, bias, s);
 }
 template <class T, int R, class LX, class Mesh, class TB, int RB, class LB, class MeshB>
+  requires(!std::is_const_v<T>)
 auto bias_add(dtensor<T, R, LX, Mesh>&& x, const dtensor<TB, RB, LB, MeshB>& bias, typename Mesh::stream_type s = {}) {
   static_assert(detail::check_bias_types<T, R, Mesh, TB, RB, MeshB>());
   return detail::bias_add_impl<true>(x, bias, s);

@@ -127,10 +127,13 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB>::type;
 /// @throws layout_error if the operands live on different meshes, if the inner extents
 ///         differ, or (dynamic layouts) if the pair of placements on some mesh axis is not
 ///         in the table above (the message names the axis and both placements)
-template <class T, class LA, class LB, class Mesh, class Gemm = host_gemm>
+template <class TA, class TB, class LA, class LB, class Mesh, class Gemm = host_gemm>
   requires(!std::is_same_v<Gemm, typename Mesh::stream_type>)
-dtensor<T, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
-                                                           Gemm gemm = {}, typename Mesh::stream_type s = {}) {
+dtensor<std::remove_const_t<TA>, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<TA, 2, LA, Mesh>& a, const dtensor<TB, 2, LB, Mesh>& b,
+                                                                                 Gemm gemm = {}, typename Mesh::stream_type s = {}) {
+  using T = std::remove_const_t<TA>;
+  static_assert(std::is_same_v<T, std::remove_const_t<TB>>,
+                "shardcast::matmul: A and B have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   using LC = matmul_result_layout_t<LA, LB>;
   constexpr const char* who = "shardcast::matmul";
   if constexpr (std::is_same_v<Gemm, host_gemm>)
@@ -170,10 +173,10 @@ struct default_gemm;
 /// Device meshes: C = A * B with the default device GEMM (cuBLAS on `stream`; include
 /// <shardcast/cuda/gemm.hpp> and link CUDA::cublas). C is allocated on `stream`.
 /// @throws layout_error if the inner extents differ; cuda_error if cuBLAS fails
-template <class T, class LA, class LB, class Mesh>
+template <class TA, class TB, class LA, class LB, class Mesh>
   requires(!std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<T, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
-                                                           typename Mesh::stream_type stream) {
+dtensor<std::remove_const_t<TA>, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<TA, 2, LA, Mesh>& a, const dtensor<TB, 2, LB, Mesh>& b,
+                                                                                 typename Mesh::stream_type stream) {
   using space = typename Mesh::memory_space;
   static_assert(requires { detail::default_gemm<space>::make(std::declval<typename Mesh::stream_type>()); },
                 "shardcast::matmul(a, b, stream): no default GEMM for this memory space; include <shardcast/cuda/gemm.hpp> "

@@ -315,7 +315,7 @@ auto reduce(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) 
     if (d == D && !KeepDim) continue;
     ey[static_cast<std::size_t>(k++)] = d == D ? 1 : ex[static_cast<std::size_t>(d)];
   }
-  auto y = detail::make_output<T, RO, LY>(x.mesh(), ey, ly, s);
+  auto y = detail::make_output<std::remove_const_t<T>, RO, LY>(x.mesh(), ey, ly, s);
   const box& bx = x.local_box();
   std::size_t outer = 1, inner = 1;
   for (int d = 0; d < D; ++d) outer *= static_cast<std::size_t>(bx.ext[d]);

@@ -214,7 +214,7 @@ auto transpose(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {
   const auto& ex = x.global_extents();
   std::array<std::int64_t, static_cast<std::size_t>(R)> ey{};
   for (int k = 0; k < R; ++k) ey[static_cast<std::size_t>(k)] = ex[static_cast<std::size_t>(q[k])];
-  auto y = detail::make_output<T, R, LY>(x.mesh(), ey, detail::transpose_rules(x.layout(), q), s);
+  auto y = detail::make_output<std::remove_const_t<T>, R, LY>(x.mesh(), ey, detail::transpose_rules(x.layout(), q), s);
   const box &bx = x.local_box(), &by = y.local_box();
   for (int k = 0; k < R; ++k)
     SHARDCAST_EXPECTS(by.off[k] == bx.off[q[k]] && by.ext[k] == bx.ext[q[k]],
