@@ -268,6 +268,39 @@ TEST_CASE("sequence-parallel block: all_gather_matmul then matmul_reduce_scatter
   }
 }
 
+TEST_CASE("const elements: X and W viewed read-only give the global GEMM, mixed with mutable operands, and stay unchanged") {
+  const std::int64_t t = 7, h = 6, f_ = 5;
+  const auto xg = ints<double>(t * h, 1), w1 = ints<double>(h * f_, 2), w2 = ints<double>(f_ * h, 5);
+  const auto ref_y = ref_gemm(xg, w1, t, h, f_), ref_z = ref_gemm(ref_y, w2, t, f_, h);
+  failures f;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{2, 2});
+    sc::overlap_context ctx(mesh);
+    using M = decltype(mesh);
+    auto x = sc::distribute<sc::layout<S0, S0>>(mesh, xg, std::array<std::int64_t, 2>{t, h});
+    auto a = sc::distribute<sc::layout<R, S1>>(mesh, w1, std::array<std::int64_t, 2>{h, f_});
+    auto b = sc::distribute<sc::layout<R, S0>>(mesh, w2, std::array<std::int64_t, 2>{f_, h});
+    const auto x0 = local_copy(x), a0 = local_copy(a), b0 = local_copy(b);
+    const auto cx = sc::make_view<sc::layout<S0, S0>>(mesh, static_cast<const double*>(x.data()), std::array<std::int64_t, 2>{t, h});
+    const sc::dtensor<const double, 2, sc::layout<R, S1>, M> ca = a;
+    const sc::dtensor<const double, 2, sc::layout<R, S0>, M> cb = b;
+    const std::string who = "rank " + std::to_string(comm.rank());
+    for (int c : {1, 3}) {
+      auto y = sc::all_gather_matmul<1>(ctx, cx, ca, c);
+      static_assert(std::is_same_v<typename decltype(y)::value_type, double>);
+      if (sc::to_global(y) != ref_y) f.add(who + ", chunks " + std::to_string(c) + ": const X, const W differ from the global GEMM");
+      if (sc::to_global(sc::all_gather_matmul<1>(ctx, x, ca, c)) != ref_y) f.add(who + ": X, const W differ from the global GEMM");
+      const sc::dtensor<const double, 2, sc::layout<S0, S1>, M> cy = y;
+      auto z = sc::matmul_reduce_scatter<1>(ctx, cy, cb, c);
+      static_assert(std::is_same_v<typename decltype(z)::value_type, double>);
+      if (sc::to_global(z) != ref_z) f.add(who + ", chunks " + std::to_string(c) + ": const Y, const W differ from the global GEMM");
+      if (sc::to_global(sc::matmul_reduce_scatter<1>(ctx, y, cb, c)) != ref_z) f.add(who + ": Y, const W differ from the global GEMM");
+    }
+    if (local_copy(x) != x0 || local_copy(a) != a0 || local_copy(b) != b0) f.add(who + ": an input was modified");
+  });
+  f.report();
+}
+
 TEST_CASE("the GEMM runs on the calling thread, once per non-empty member piece") {
   const std::int64_t t = 10, h = 3, o = 4;
   const int p = 3;

@@ -376,15 +376,19 @@ void check_overlap_args(const Ctx& ctx, const MX& mx, const MW& mw, const std::i
 
 /// The checks both overlap operators start with (check_overlap_args and, for dynamic
 /// layouts, overlap_result_layout), then the result Y = X W of layout LY, uninitialised.
-template <class LY, int Axis, bool Gather, class T, class LX, class LW, class Mesh>
-dtensor<T, 2, LY, Mesh> overlap_output(const overlap_context<Mesh>& ctx, const dtensor<T, 2, LX, Mesh>& x, const dtensor<T, 2, LW, Mesh>& w,
-                                       int chunks) {
+/// X and W may have const elements (they are only read); Y's are mutable.
+template <class LY, int Axis, bool Gather, class TX, class TW, class LX, class LW, class Mesh>
+dtensor<std::remove_const_t<TX>, 2, LY, Mesh> overlap_output(const overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x,
+                                                             const dtensor<TW, 2, LW, Mesh>& w, int chunks) {
+  static_assert(std::is_same_v<std::remove_const_t<TX>, std::remove_const_t<TW>>,
+                "shardcast::all_gather_matmul / matmul_reduce_scatter: X and W have different element types; convert one first, e.g. "
+                "map(w, [](U v) { return T(v); }).");
   const auto ex = x.global_extents(), ew = w.global_extents();
   check_overlap_args(ctx, x.mesh(), w.mesh(), ex.data(), ew.data(), chunks,
                      Gather ? "shardcast::all_gather_matmul" : "shardcast::matmul_reduce_scatter");
   runtime_layout l{};
   if constexpr (is_dynamic_v<LY>) l = overlap_result_layout(Gather, Axis, x.layout(), w.layout());
-  return make_output<T, 2, LY>(x.mesh(), std::array<std::int64_t, 2>{ex[0], ew[1]}, l, {});
+  return make_output<std::remove_const_t<TX>, 2, LY>(x.mesh(), std::array<std::int64_t, 2>{ex[0], ew[1]}, l, {});
 }
 }  // namespace detail
 
@@ -406,11 +410,12 @@ dtensor<T, 2, LY, Mesh> overlap_output(const overlap_context<Mesh>& ctx, const d
 ///        zero-filled without a call
 /// @throws layout_error if the extents, meshes or `chunks` do not fit
 /// @throws comm_error if a collective fails or a peer fails mid-pipeline
-template <int Axis, class T, class LX, class LW, class Mesh, class Gemm = host_gemm>
-dtensor<T, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(overlap_context<Mesh>& ctx,
-                                                                                        const dtensor<T, 2, LX, Mesh>& x,
-                                                                                        const dtensor<T, 2, LW, Mesh>& w, int chunks,
-                                                                                        Gemm gemm = {}) {
+template <int Axis, class TX, class TW, class LX, class LW, class Mesh, class Gemm = host_gemm>
+dtensor<std::remove_const_t<TX>, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(overlap_context<Mesh>& ctx,
+                                                                                                              const dtensor<TX, 2, LX, Mesh>& x,
+                                                                                                              const dtensor<TW, 2, LW, Mesh>& w,
+                                                                                                              int chunks, Gemm gemm = {}) {
+  using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
   using ops = detail::memory_ops<host_memory>;
@@ -489,11 +494,10 @@ dtensor<T, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_
 /// @param gemm local GEMM functor, as for all_gather_matmul
 /// @throws layout_error if the extents, meshes or `chunks` do not fit
 /// @throws comm_error if a collective fails or a peer fails mid-pipeline
-template <int Axis, class T, class LX, class LW, class Mesh, class Gemm = host_gemm>
-dtensor<T, 2, matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_scatter(overlap_context<Mesh>& ctx,
-                                                                                                const dtensor<T, 2, LX, Mesh>& x,
-                                                                                                const dtensor<T, 2, LW, Mesh>& w, int chunks,
-                                                                                                Gemm gemm = {}) {
+template <int Axis, class TX, class TW, class LX, class LW, class Mesh, class Gemm = host_gemm>
+dtensor<std::remove_const_t<TX>, 2, matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_scatter(
+    overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TW, 2, LW, Mesh>& w, int chunks, Gemm gemm = {}) {
+  using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
   using ops = detail::memory_ops<host_memory>;
