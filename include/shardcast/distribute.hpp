@@ -222,7 +222,9 @@ dtensor<T, R, L, Mesh> generate_impl(const Mesh& m, const runtime_layout& l, con
 template <class T, int R, class L, class Mesh>
 dtensor<T, R, L, Mesh> empty_impl(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, static_cast<std::size_t>(R)>& ext,
                                   typename Mesh::stream_type s) {
-  static_assert(check_element_type<T>());
+  static_assert(!std::is_const_v<T>, "shardcast::empty: the element type is const, so nothing could write the new tensor; make it with "
+                                     "mutable elements (a dtensor<T, ...> converts to dtensor<const T, ...>).");
+  static_assert(check_element_type<std::remove_const_t<T>>());
   require_mesh(m, "shardcast::empty");
   const box b = local_box(l, m.shape().data(), m.coords().data(), ext.data(), R);
   auto owner = memory_ops<typename Mesh::memory_space>::template allocate<T>(static_cast<std::size_t>(b.volume()), s);
