@@ -191,6 +191,17 @@ dtensor<T, R, L, Mesh> unconst(const dtensor<const T, R, L, Mesh>& x) {
     return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box());
 }
 
+/// Internal: x itself when its elements are mutable; for const elements, unconst(x). For
+/// functions that only read x and are written for mutable elements.
+template <class T, int R, class L, class Mesh>
+const dtensor<T, R, L, Mesh>& readable(const dtensor<T, R, L, Mesh>& x) noexcept {
+  return x;
+}
+template <class T, int R, class L, class Mesh>
+dtensor<T, R, L, Mesh> readable(const dtensor<const T, R, L, Mesh>& x) {
+  return unconst(x);
+}
+
 /// Internal: the tensor of type Y (x's element type, rank and mesh type; layout l, which
 /// gives x's local box) that takes over x's mesh handle, storage and piece as they are,
 /// leaving x empty: a redistribute with no steps, or an operator that wrote over x's

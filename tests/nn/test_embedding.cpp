@@ -70,6 +70,15 @@ void check_embedding(std::array<int, N> shape, i64 vocab, i64 hidden, const std:
     if (sc::to_global(ep) != E) fail(comm.rank(), "forward_partial reduced");
     if (sc::to_global(g) != dTable) fail(comm.rank(), "table gradient");
     if (sc::to_global(emb.table) != table) fail(comm.rank(), "table changed");
+    // The same with ids and a gradient of const elements (only read), each const or not.
+    const sc::dtensor<const i64, 1, typename emb_t::ids_layout, Mesh> cx = x;
+    const sc::dtensor<const T, 2, typename emb_t::output_layout, Mesh> cdy = dy;
+    if (sc::to_global(emb.forward(cx)) != E) fail(comm.rank(), "forward, const ids");
+    if (sc::to_global(emb.forward_partial(cx)) != E) fail(comm.rank(), "forward_partial reduced, const ids");
+    if (sc::to_global(emb.backward(cx, cdy)) != dTable) fail(comm.rank(), "table gradient, const ids and gradient");
+    if (sc::to_global(emb.backward(x, cdy)) != dTable) fail(comm.rank(), "table gradient, const gradient");
+    if (sc::to_global(emb.backward(cx, dy)) != dTable) fail(comm.rank(), "table gradient, const ids");
+    if (sc::to_global(x) != ids || sc::to_global(dy) != dE) fail(comm.rank(), "an input changed");
   });
   for (auto& s : bad) FAIL_CHECK(s);
   CHECK(bad.empty());

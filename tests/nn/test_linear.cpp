@@ -108,6 +108,32 @@ void check_pair(std::array<int, N> shape, i64 t, i64 in, i64 hid, i64 out) {
     cmp("column dX", g1.input, dX);
     cmp("column dW", g1.weight, dW1);
     cmp("column db", g1.bias, db1);
+    // The same with inputs of const elements (only read), mixed with mutable ones.
+    {
+      const sc::dtensor<const T, 2, typename decltype(x)::layout_type, Mesh> cx = x;
+      const sc::dtensor<const T, 2, typename decltype(dy)::layout_type, Mesh> cdy = dy;
+      const sc::dtensor<const T, 2, typename decltype(h0)::layout_type, Mesh> ch0 = h0;
+      const sc::dtensor<const T, 2, typename decltype(h)::layout_type, Mesh> ch = h;
+      cmp("column forward, const x", fc1.forward(cx), H0);
+      cmp("relu forward, const input", nn::relu.forward(ch0), H);
+      cmp("row forward, const input", fc2.forward(ch), Y);
+      cmp("row forward_partial, const input", fc2.forward_partial(ch), Y);
+      auto cg2 = fc2.backward(ch, dy);
+      cmp("row dX, const input", cg2.input, dH);
+      cmp("row dW, const input", cg2.weight, dW2);
+      cmp("row db, const dy", fc2.backward(h, cdy).bias, db2);
+      const sc::dtensor<const T, 2, typename decltype(cg2.input)::layout_type, Mesh> cdh = cg2.input;
+      auto cdh0 = nn::relu.backward(ch0, cdh);
+      static_assert(std::is_same_v<typename decltype(cdh0)::value_type, T>);
+      cmp("relu backward, const x and dy", cdh0, dH0);
+      cmp("relu backward, const dy", nn::relu.backward(h0, cdh), dH0);
+      const sc::dtensor<const T, 2, typename decltype(cdh0)::layout_type, Mesh> cdh0c = cdh0;
+      auto cg1 = fc1.backward(cx, cdh0c);
+      cmp("column dX, const x and dy", cg1.input, dX);
+      cmp("column dW, const x and dy", cg1.weight, dW1);
+      cmp("column db, const x and dy", cg1.bias, db1);
+      cmp("column dW, const x", fc1.backward(cx, dh0).weight, dW1);
+    }
     // Inputs and parameters are unchanged.
     cmp("x unchanged", x, X);
     cmp("dy unchanged", dy, dY);

@@ -35,6 +35,7 @@ struct activation {
 
   /// y = f(x) elementwise, in x's layout (a new tensor; x is unchanged).
   template <class T, int R, class L, class Mesh>
+    requires(!std::is_const_v<T>)
   dtensor<T, R, L, Mesh> forward(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) const {
     static_assert(!detail::has_partial<L>(),
                   "shardcast::nn::activation: the input has a partial placement, and f of partial values is not f of their sum; "
@@ -49,6 +50,7 @@ struct activation {
   /// @param dy dL/dy, in the same layout as x
   /// @throws layout_error if the extents differ
   template <class T, int R, class L, class LY, class Mesh>
+    requires(!std::is_const_v<T>)
   dtensor<T, R, L, Mesh> backward(const dtensor<T, R, L, Mesh>& x, const dtensor<T, R, LY, Mesh>& dy, typename Mesh::stream_type s = {}) const {
     static_assert(detail::expect_layout<where::activation_output_grad, L, LY>());
     static_assert(!detail::has_partial<L>(),
@@ -59,6 +61,19 @@ struct activation {
     auto dx = empty<L, T>(x.mesh(), x.global_extents(), s);
     if (dx.local_size() > 0) detail::local_exec<typename Mesh::memory_space>::zip(x.data(), dy.data(), dx.data(), dx.local_size(), grad, s);
     return dx;
+  }
+
+  /// forward and backward of inputs of const elements (only read; the results' elements are
+  /// mutable), x and dy each const or not.
+  template <class T, int R, class L, class Mesh>
+  dtensor<T, R, L, Mesh> forward(const dtensor<const T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) const {
+    return forward(shardcast::detail::unconst(x), s);
+  }
+  template <class TX, class TY, int R, class L, class LY, class Mesh>
+    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, std::remove_const_t<TY>>)
+  dtensor<std::remove_const_t<TX>, R, L, Mesh> backward(const dtensor<TX, R, L, Mesh>& x, const dtensor<TY, R, LY, Mesh>& dy,
+                                                       typename Mesh::stream_type s = {}) const {
+    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
   }
 };
 

@@ -110,6 +110,24 @@ class vocab_parallel_embedding {
     return g;
   }
 
+  /// forward_partial, forward and backward of ids and a gradient of const elements (only
+  /// read), each const or not.
+  template <class LI>
+  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<const Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
+    return forward_partial(shardcast::detail::unconst(ids), s);
+  }
+  template <class LI>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
+    return forward(shardcast::detail::unconst(ids), s);
+  }
+  template <class TI, class TY, class LI, class LY>
+    requires((std::is_const_v<TI> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TI>, Index> &&
+             std::is_same_v<std::remove_const_t<TY>, T>)
+  dtensor<T, 2, table_grad_layout, Mesh> backward(const dtensor<TI, 1, LI, Mesh>& ids, const dtensor<TY, 2, LY, Mesh>& dy,
+                                                  stream_type s = {}) const {
+    return backward(shardcast::detail::readable(ids), shardcast::detail::readable(dy), s);
+  }
+
   table_type table;  ///< [vocab, hidden], this rank's vocab rows
 };
 

@@ -146,6 +146,17 @@ class column_parallel_linear {
     return gradients{redistribute<input_layout>(std::move(dxp), s), std::move(dw), std::move(db)};  // in place when one all_reduce
   }
 
+  /// forward and backward of inputs of const elements (only read), x and dy each const or not.
+  template <class LX>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
+    return forward(shardcast::detail::unconst(x), s);
+  }
+  template <class TX, class TY, class LX, class LY>
+    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, T> && std::is_same_v<std::remove_const_t<TY>, T>)
+  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
+    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
+  }
+
   weight_type weight;  ///< W [in, out], this rank's columns
   bias_type bias;      ///< b [out], this rank's elements
 
@@ -236,6 +247,21 @@ class row_parallel_linear {
     auto dx = detail::gemm_op_dtensor<gemm_op::n, gemm_op::t>(dyt, weight, gemm_, s);
     static_assert(std::is_same_v<typename decltype(dx)::layout_type, input_layout>);
     return gradients{std::move(dx), std::move(dw), std::move(db)};
+  }
+
+  /// forward_partial, forward and backward of inputs of const elements (only read), x and dy each const or not.
+  template <class LX>
+  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
+    return forward_partial(shardcast::detail::unconst(x), s);
+  }
+  template <class LX>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
+    return forward(shardcast::detail::unconst(x), s);
+  }
+  template <class TX, class TY, class LX, class LY>
+    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, T> && std::is_same_v<std::remove_const_t<TY>, T>)
+  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
+    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
   }
 
   weight_type weight;  ///< W [in, out], this rank's rows

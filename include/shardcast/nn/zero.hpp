@@ -175,6 +175,10 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
     }
   }
 
+  /// The same from a parameter of const elements (only read).
+  zero_param(const dtensor<const T, R, use_layout, Mesh>& full, Optimizer opt, stream_type s = {})
+      : zero_param(shardcast::detail::unconst(full), opt, s) {}
+
   /// Not copyable: a copy would share the shard and the optimizer state (a dtensor is a
   /// handle) but count its steps apart, so Adam's bias correction would go wrong on both.
   /// Use `clone` for an independent copy (a checkpoint); moving is fine.
@@ -213,6 +217,9 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
     if (param_.local_size() > 0) opt_.template update<exec>(param_.data(), g.data(), st, param_.local_size(), t_, s);
   }
 
+  /// The same for a gradient of const elements (only read).
+  void step(const dtensor<const T, R, grad_layout, Mesh>& grad, stream_type s = {}) { step(shardcast::detail::unconst(grad), s); }
+
   /// This rank's shard of the parameter.
   const shard_type& local_shard() const { return param_; }
   /// This rank's shard of optimizer state buffer i (sgd: 0 = momentum; adam: 0 = m, 1 = v).
@@ -248,6 +255,13 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
 /// @tparam DpAxis the data-parallel mesh axis
 template <int DpAxis, class T, int R, class L, class Mesh, class Optimizer>
 zero_param<DpAxis, dtensor<T, R, L, Mesh>, Optimizer> make_zero_param(const dtensor<T, R, L, Mesh>& full, Optimizer opt,
+                                                                       typename Mesh::stream_type s = {}) {
+  return zero_param<DpAxis, dtensor<T, R, L, Mesh>, Optimizer>(full, opt, s);
+}
+/// The same from a parameter of const elements (only read): the stored shard's elements are
+/// mutable, as the optimizer writes them.
+template <int DpAxis, class T, int R, class L, class Mesh, class Optimizer>
+zero_param<DpAxis, dtensor<T, R, L, Mesh>, Optimizer> make_zero_param(const dtensor<const T, R, L, Mesh>& full, Optimizer opt,
                                                                        typename Mesh::stream_type s = {}) {
   return zero_param<DpAxis, dtensor<T, R, L, Mesh>, Optimizer>(full, opt, s);
 }
