@@ -4,7 +4,8 @@
 /// the planner made at compile time (one of `static_plans<From, To, R>`, the cheapest on
 /// the real mesh), executed as a fold over its steps. For dynamic-layout tensors, `redistribute(x, layout [, stream])`
 /// plans at run time with the real mesh shape and extents. The input is never modified;
-/// redistributing to the same layout returns a handle sharing the input's storage. An input
+/// redistributing to the same layout returns a handle sharing the input's storage (a copy, for an
+/// input of const elements: see below). An input
 /// the caller gives up (`redistribute<To>(std::move(x))`, or a temporary) hands its mesh
 /// handle and, for a plan of one all_reduce, its storage to the result, which is then
 /// reduced in place.
@@ -553,7 +554,7 @@ template <class TX, int RX, class LX, class MX, class TY, int RY, class LY, clas
 void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY, MY>&, typename MX::stream_type = {}) {
   static_assert(!std::is_const_v<TY>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
                                       "(a dtensor of mutable elements).");
-  static_assert(std::is_same_v<TX, TY>,
+  static_assert(std::is_same_v<std::remove_const_t<TX>, TY>,
                 "shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.");
   static_assert(RX == RY, "shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.");
   static_assert(std::is_same_v<MX, MY>, "shardcast::redistribute_into: the output's mesh type differs from the input's; make the output on the input's mesh.");

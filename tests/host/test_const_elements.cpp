@@ -6,6 +6,7 @@
 // input is never written, never given up, and a plan with no steps copies.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <mutex>
 #include <shardcast/shardcast.hpp>
@@ -81,7 +82,9 @@ void const_sweep(const std::array<int, N>& shape, const std::array<std::int64_t,
       const auto before = st::snapshot(x);
       const auto v = sc::make_view(m, src, static_cast<const T*>(x.data()), ext);
       if (sc::to_global(v) != g) fail(sc::to_string(src) + ": to_global of the const view differs from the global tensor");
-      if (sc::to_global(std::move(v)) != g) fail(sc::to_string(src) + ": to_global of the given-up const view differs");  // (stays)
+      auto given = v;  // (a non-const handle, so that std::move reaches the rvalue overloads)
+      if (sc::to_global(std::move(given)) != g || given.data() != v.data())
+        fail(sc::to_string(src) + ": to_global of a given-up const view differs, or emptied it");
       if (st::snapshot(x) != before) fail(sc::to_string(src) + ": to_global modified the const input");
     }
     if (c.rank() == 0) count = mine;
@@ -308,5 +311,86 @@ TEST_CASE("operators read const elements and give mutable results; a const opera
       same(sc::broadcast_zip<1>(a, cmx, sc::fn::sub), "broadcast_zip, both const");
     }
     CHECK(st::snapshot(xa) == before_a);
+  });
+}
+
+TEST_CASE_TEMPLATE("a given-up tensor of const elements that owns its storage alone is only read: never emptied, never written",
+                   OnRef, std::false_type, std::true_type) {
+  sc::host::run(2, [](sc::host::communicator& c) {
+    auto owner = sc::make_mesh(c, std::array<int, 2>{2, 1});
+    const auto m = st::mesh_handle<OnRef::value>(owner);
+    using M = std::remove_const_t<decltype(m)>;
+    using SR = sc::layout<sc::shard<0>, sc::replicate>;
+    using RR = sc::layout<sc::replicate, sc::replicate>;
+    using PR = sc::layout<sc::partial<sc::sum>, sc::replicate>;
+    const std::array<std::int64_t, 2> ext{4, 3};
+    const auto g = st::make_global<float>(12);
+    // Converted from an rvalue: the only owner of its storage, the case where a given-up
+    // tensor of mutable elements lends its storage to the result.
+    auto sole = [&](auto l) { return sc::dtensor<const float, 2, decltype(l), M>(sc::distribute<decltype(l)>(m, g, ext)); };
+    auto kept = [](const auto& x, const float* p, const std::vector<float>& before) {
+      return x.data() == p && x.owns() && x.owner().use_count() == 1 && st::snapshot(x) == before;
+    };
+
+    {  // partial -> replicate is one all_reduce, which a given-up tensor of mutable elements runs in place
+      auto cx = sole(PR{});
+      const float* p = cx.data();
+      const auto before = st::snapshot(cx);
+      auto r = sc::redistribute<RR>(std::move(cx));
+      CHECK(st::check_against_reference(r, g) == "");
+      CHECK(r.data() != p);
+      CHECK(kept(cx, p, before));
+      auto same = sc::redistribute<PR>(std::move(cx));
+      CHECK(same.data() != p);
+      CHECK(kept(cx, p, before));
+      CHECK(sc::to_global(std::move(cx)) == g);
+      CHECK(kept(cx, p, before));
+    }
+    {  // the same, dynamic
+      auto cd = sc::dtensor<const float, 2, sc::dynamic_layout, M>(sc::distribute(m, sc::runtime_layout::parse("P(sum),R"), g, ext));
+      const float* p = cd.data();
+      const auto before = st::snapshot(cd);
+      auto r = sc::redistribute(std::move(cd), sc::runtime_layout::parse("R,R"));
+      CHECK(st::check_against_reference(r, g) == "");
+      CHECK(kept(cd, p, before));
+      auto same = sc::redistribute(std::move(cd), sc::runtime_layout::parse("P(sum),R"));
+      CHECK(same.data() != p);
+      CHECK(kept(cd, p, before));
+      CHECK(sc::to_global(std::move(cd)) == g);
+      CHECK(kept(cd, p, before));
+    }
+    {  // operators
+      auto cx = sole(SR{});
+      const float* p = cx.data();
+      const auto before = st::snapshot(cx);
+      std::vector<float> want(12);
+      const std::vector<float> gbias{1, -2, 5};
+      auto bias = sc::distribute<RR>(m, gbias, std::array<std::int64_t, 1>{3});
+      for (int i = 0; i < 12; ++i) want[i] = g[i] + gbias[i % 3];
+      CHECK(sc::to_global(sc::bias_add(std::move(cx), bias)) == want);
+      CHECK(kept(cx, p, before));
+      auto cmx = sc::dtensor<const float, 2, SR, M>(sc::redistribute<SR>(sc::reduce<1, sc::max, sc::keep_dim>(cx)));
+      const float* pm = cmx.data();
+      const auto before_m = st::snapshot(cmx);
+      for (int i = 0; i < 12; ++i) want[i] = g[i] - std::max({g[i / 3 * 3], g[i / 3 * 3 + 1], g[i / 3 * 3 + 2]});
+      CHECK(sc::to_global(sc::broadcast_zip<1>(std::move(cx), std::move(cmx), sc::fn::sub)) == want);
+      CHECK(kept(cx, p, before));
+      CHECK(kept(cmx, pm, before_m));
+      auto cs = sc::dtensor<const float, 0, RR, M>(sc::distribute<RR>(m, std::vector<float>{3}, std::array<std::int64_t, 0>{}));
+      const float* ps = cs.data();
+      for (int i = 0; i < 12; ++i) want[i] = 3 * g[i];
+      CHECK(sc::to_global(sc::mul(std::move(cx), std::move(cs))) == want);
+      CHECK(kept(cx, p, before));
+      CHECK(cs.data() == ps);
+      for (int i = 0; i < 12; ++i) want[i] = g[i] * g[i];
+      CHECK(sc::to_global(sc::mul(std::move(cx), cx)) == want);
+      CHECK(kept(cx, p, before));
+      for (int i = 0; i < 12; ++i) want[i] = 2 * g[i];
+      CHECK(sc::to_global(sc::zip(std::move(cx), std::move(cx), sc::fn::add)) == want);
+      CHECK(kept(cx, p, before));
+      for (int i = 0; i < 12; ++i) want[i] = 0;
+      CHECK(sc::to_global(sc::sub(sc::map(cx, [](float v) { return v; }), std::move(cx))) == want);
+      CHECK(kept(cx, p, before));
+    }
   });
 }
