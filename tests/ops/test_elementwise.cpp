@@ -729,6 +729,37 @@ TEST_CASE("elementwise misuse: different meshes, extents, extent of the bias") {
   });
 }
 
+TEST_CASE("scale of integer elements: a factor the element type cannot hold exactly throws; a whole one scales") {
+  sc::host::run(2, [](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{2});
+    using L = sc::layout<S0>;
+    const std::vector<int> g{3, -5, 7, 1, 0};
+    const auto x = sc::distribute<L>(m, g, std::array<std::int64_t, 1>{5});
+    auto throws = [](auto&& op) {
+      try {
+        (void)op();
+      } catch (const sc::layout_error& e) {
+        return std::string(e.what()).find("not a whole number in their range") != std::string::npos;
+      }
+      return false;
+    };
+    CHECK(throws([&] { return sc::scale(x, 0.5f); }));  // was: the factor became 0, and so did every element
+    CHECK(throws([&] { return sc::scale(x, -2.5); }));
+    CHECK(throws([&] { return sc::scale(x, std::nan("")); }));
+    CHECK(throws([&] { return sc::scale(x, 3e9); }));    // outside int
+    CHECK(throws([&] { return sc::scale(sc::distribute<L>(m, g, std::array<std::int64_t, 1>{5}), 0.25); }));  // given up
+    const auto x8 = sc::distribute<L>(m, std::vector<std::int8_t>{1, 2, 3}, std::array<std::int64_t, 1>{3});
+    CHECK(throws([&] { return sc::scale(x8, 1000); }));  // would wrap in int8
+    const auto xu = sc::distribute<L>(m, std::vector<std::uint8_t>{1, 2, 3}, std::array<std::int64_t, 1>{3});
+    CHECK(throws([&] { return sc::scale(xu, -1); }));
+    CHECK(sc::to_global(sc::scale(x, 2.0)) == std::vector<int>{6, -10, 14, 2, 0});
+    CHECK(sc::to_global(sc::scale(x, -3)) == std::vector<int>{-9, 15, -21, -3, 0});
+    CHECK(sc::to_global(sc::scale(x8, 40)) == std::vector<std::int8_t>{40, 80, 120});
+    const auto xf = sc::distribute<L>(m, std::vector<float>{3, -5, 1}, std::array<std::int64_t, 1>{3});
+    CHECK(sc::to_global(sc::scale(xf, 0.5f)) == std::vector<float>{1.5f, -2.5f, 0.5f});
+  });
+}
+
 TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements") {
   sc::host::run(4, [](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});

@@ -55,7 +55,9 @@
 #include <array>
 #include <concepts>
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -1052,7 +1054,8 @@ template <class T, int R, class Mesh, class TB, int RB, class MeshB>
 constexpr bool check_bias_types() {
   static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::bias_add: x and the bias have different mesh types; both must live on the same mesh.");
   static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
-  static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; reshape it or use add(x, b) for a full-shape b.");
+  static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; for a b of x's rank use add(x, b) (b of x's "
+                         "shape) or broadcast_zip<D>(x, b, fn::add) (b of extent 1 on dim D).");
   static_assert(std::is_same_v<std::remove_const_t<T>, std::remove_const_t<TB>>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
   return true;
 }
@@ -1135,10 +1138,32 @@ auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
   return detail::map_impl<true>("shardcast::map", x, f, s);
 }
 
+namespace detail {
+/// scale(x, factor) multiplies by the factor converted to x's element type T: for an
+/// integral T the factor must be a whole number in T's range, which the conversion keeps
+/// (0.5 would become 0, and 1000 would wrap in int8).
+template <class T, class S>
+void check_scale_factor(S factor) {
+  if constexpr (std::is_integral_v<T>) {
+    bool fits = true;
+    if constexpr (std::is_floating_point_v<S>)
+      fits = factor == std::trunc(factor) && static_cast<long double>(factor) >= static_cast<long double>(std::numeric_limits<T>::min()) &&
+             static_cast<long double>(factor) <= static_cast<long double>(std::numeric_limits<T>::max());
+    else if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>)
+      fits = std::in_range<T>(factor);
+    if (!fits)
+      throw layout_error("shardcast::scale: x has integer elements and the factor " + std::to_string(factor) +
+                         " is not a whole number in their range, so converting it to the element type would change it; "
+                         "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole factor");
+  }
+}
+}  // namespace detail
+
 /// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
 /// (each partial term is scaled); partial<max|min|prod>, and partial<avg> of an integral T
 /// (its truncated mean does not scale), are refused at compile time.
-/// @param factor converted to T at each element
+/// @param factor converted to T at each element; for an integral T a whole number in T's
+///        range (else layout_error: the conversion would change it)
 /// @param s stream for device meshes
 /// @throws layout_error for a dynamic_layout x with a partial<max|min|prod> axis (or
 ///         partial<avg>, T integral)
@@ -1148,6 +1173,7 @@ auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type s = {}) {
+  detail::check_scale_factor<std::remove_const_t<T>>(factor);
   return detail::map_impl<false>("shardcast::scale", x, fn::scale(factor), s);
 }
 /// scale of a tensor the caller gives up: x is left empty, and y takes x's storage when x
@@ -1155,6 +1181,7 @@ auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = {}) {
+  detail::check_scale_factor<T>(factor);
   return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
 }
 

@@ -163,6 +163,15 @@ dtensor<std::remove_const_t<TA>, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul
   return c;
 }
 
+/// Operands that are not both matrices: a compile-time message.
+template <class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, class... Rest>
+  requires(RA != 2 || RB != 2)
+void matmul(const dtensor<TA, RA, LA, Mesh>&, const dtensor<TB, RB, LB, Mesh>&, Rest&&...) {
+  static_assert(RA == 2 && RB == 2,
+                "shardcast::matmul: A and B must be matrices (rank 2: [m, k] and [k, n]); lay batched rows out as the rows of one [rows, k] "
+                "matrix.");
+}
+
 namespace detail {
 /// The local GEMM of `matmul(a, b, stream)` per memory space: `static G make(stream)`.
 /// The device one (cuBLAS) is defined by <shardcast/cuda/gemm.hpp>.
