@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "detail/host_ops.hpp"
+#include "error.hpp"
 #include "layout.hpp"
 #include "mesh.hpp"
 #include "split.hpp"
@@ -41,6 +42,20 @@ struct layout_holder<dynamic_layout> {
   explicit layout_holder(const runtime_layout& x) : l(x) {}
   const runtime_layout& value() const { return l; }
 };
+
+/// Does a dtensor<U, R, From, Mesh> become a dtensor<T, R, To, Mesh> implicitly? With the
+/// same elements or const ones, and the same layout or, from a static layout, a dynamic one
+/// (as std::span<T, N> becomes std::span<const T>); not to its own type.
+template <class T, class U, class To, class From>
+inline constexpr bool implicit_conversion_v =
+    (std::is_same_v<T, U> || std::is_same_v<T, const U>) &&
+    (std::is_same_v<To, From> || (std::is_same_v<To, dynamic_layout> && !std::is_same_v<From, dynamic_layout>)) &&
+    !(std::is_same_v<T, U> && std::is_same_v<To, From>);
+/// Does it become one explicitly, with its layout checked at run time: from a dynamic
+/// layout to a static one?
+template <class T, class U, class To, class From>
+inline constexpr bool checked_conversion_v =
+    (std::is_same_v<T, U> || std::is_same_v<T, const U>) && std::is_same_v<From, dynamic_layout> && !std::is_same_v<To, dynamic_layout>;
 
 template <class T, std::size_t R>
 box make_local_box(const runtime_layout& l, const int* shape, const int* coord, const std::array<std::int64_t, R>& ext) {
@@ -105,19 +120,41 @@ class dtensor {
     set_box(local);
   }
 
-  /// A tensor of const elements from one of mutable elements (as `std::span<const T>` from
-  /// `std::span<T>`): the same mesh, layout, piece and storage, read-only through this
-  /// handle. Takes over `o`'s handles when `o` is an rvalue.
-  template <class U>
-    requires std::is_same_v<T, const U>
-  dtensor(const dtensor<U, R, Layout, Mesh>& o)  // NOLINT(google-explicit-constructor): as span's
+  /// Implicit conversions (as `std::span<T, N>` becomes `std::span<const T>`): to const
+  /// elements (read-only through this handle), and from a static layout to dynamic_layout
+  /// (the layout becomes a value). The same mesh, piece and storage; an rvalue `o` hands its
+  /// handles over and is left empty.
+  template <class U, class L>
+    requires detail::implicit_conversion_v<T, U, Layout, L>
+  dtensor(const dtensor<U, R, L, Mesh>& o)  // NOLINT(google-explicit-constructor): as span's
       : mesh_(o.mesh()), global_(o.global_extents()), owner_(o.owner()), data_(o.data()), layout_(o.layout()) {
     set_box(o.local_box());
   }
-  template <class U>
-    requires std::is_same_v<T, const U>
-  dtensor(dtensor<U, R, Layout, Mesh>&& o) noexcept  // NOLINT(google-explicit-constructor)
+  template <class U, class L>
+    requires detail::implicit_conversion_v<T, U, Layout, L>
+  dtensor(dtensor<U, R, L, Mesh>&& o) noexcept  // NOLINT(google-explicit-constructor)
       : global_(o.global_extents()), data_(o.data()), layout_(o.layout()) {
+    set_box(o.local_box());
+    auto taken = o.take();
+    mesh_ = std::move(taken.first);
+    owner_ = std::move(taken.second);
+  }
+  /// Explicit conversion from dynamic_layout to this static layout, which must be o's
+  /// layout (the same mesh, piece and storage; an rvalue `o` hands its handles over).
+  /// @throws layout_error if o's layout is another one (o is then left as it was)
+  template <class U>
+    requires detail::checked_conversion_v<T, U, Layout, dynamic_layout>
+  explicit dtensor(const dtensor<U, R, dynamic_layout, Mesh>& o)
+      : mesh_(o.mesh()), global_(o.global_extents()), owner_(o.owner()), data_(o.data()) {
+    expect_static_layout(o.layout());
+    set_box(o.local_box());
+  }
+  template <class U>
+    requires detail::checked_conversion_v<T, U, Layout, dynamic_layout>
+  explicit dtensor(dtensor<U, R, dynamic_layout, Mesh>&& o) {
+    expect_static_layout(o.layout());
+    global_ = o.global_extents();
+    data_ = o.data();
     set_box(o.local_box());
     auto taken = o.take();
     mesh_ = std::move(taken.first);
@@ -171,6 +208,11 @@ class dtensor {
   std::array<std::int64_t, static_cast<std::size_t>(R)> off_{}, ext_{};  ///< this rank's box (only R dims are kept)
   [[no_unique_address]] detail::layout_holder<Layout> layout_{};
 
+  static void expect_static_layout(const runtime_layout& l) {
+    if (!(l == Layout::desc))
+      throw layout_error("shardcast::dtensor: the tensor has layout \"" + to_string(l) + "\" but the static layout is \"" + to_string(Layout::desc) +
+                         "\"; redistribute it first (redistribute<Layout>(x) plans at run time and returns the static layout)");
+  }
   void set_box(const box& b) {
     for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) off_[d] = b.off[d], ext_[d] = b.ext[d];
   }

@@ -436,6 +436,15 @@ plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout
   return detail::runtime_plan_for(x, to, "shardcast::plan_for");
 }
 
+/// The plan `redistribute(x, to)` runs for a static-layout x: as for x viewed as a
+/// dynamic-layout tensor. Not collective.
+/// @throws layout_error if `to` does not fit the mesh or the tensor's rank
+template <class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+plan plan_for(const dtensor<T, R, From, Mesh>& x, const runtime_layout& to) {
+  return detail::runtime_plan_for(dtensor<T, R, dynamic_layout, Mesh>(x), to, "shardcast::plan_for");
+}
+
 /// What `redistribute<To>(x)` does: `explain<T>` of `plan_for<To>(x)` on x's mesh shape and
 /// global extents (bytes of x's element type; integer means as they run). Not collective.
 /// @code
@@ -451,6 +460,14 @@ std::string explain(const dtensor<T, R, From, Mesh>& x) {
 template <class T, int R, class Mesh>
 std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
   const plan p = detail::runtime_plan_for(x, to, "shardcast::explain");  // (checks the mesh before x.mesh().shape() below)
+  return explain<T>(p, x.mesh().shape(), x.global_extents());
+}
+
+/// What `redistribute(x, to)` does, for a static-layout x (see plan_for above).
+template <class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+std::string explain(const dtensor<T, R, From, Mesh>& x, const runtime_layout& to) {
+  const plan p = detail::runtime_plan_for(dtensor<T, R, dynamic_layout, Mesh>(x), to, "shardcast::explain");
   return explain<T>(p, x.mesh().shape(), x.global_extents());
 }
 
@@ -513,6 +530,40 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, M
   auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
   auto taken = x.take();  // x's storage goes with `taken`, unless a copy of x holds it
   return Y(std::move(taken.first), ext, std::move(owner), data, e->g.final_box(), to);
+}
+
+/// Static and dynamic layouts meet: a dynamic-layout x to the static layout To
+/// (`redistribute<To>(x)`), planned at run time as `redistribute(x, To)` and cached the same
+/// way, with a result of layout To; a static-layout x to the run-time layout `to`
+/// (`redistribute(x, to)`), as x viewed as a dynamic-layout tensor. The same results as the
+/// forms above, including an x the caller gives up and x of const elements.
+/// @throws layout_error if the target does not fit the mesh or the tensor's rank
+template <class To, class T, int R, class Mesh>
+dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, typename Mesh::stream_type s = {}) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  static_assert(detail::same_op_partials(To::desc),
+                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  return dtensor<std::remove_const_t<T>, R, To, Mesh>(redistribute(x, runtime_layout(To::desc), s));
+}
+template <class To, class T, int R, class Mesh>
+  requires(!std::is_const_v<T>)
+dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, dynamic_layout, Mesh>&& x, typename Mesh::stream_type s = {}) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  static_assert(detail::same_op_partials(To::desc),
+                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  return dtensor<T, R, To, Mesh>(redistribute(std::move(x), runtime_layout(To::desc), s));
+}
+template <class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout>)
+dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, const runtime_layout& to,
+                                                                      typename Mesh::stream_type s = {}) {
+  const dtensor<T, R, dynamic_layout, Mesh> d = x;  // (an lvalue: x is kept)
+  return redistribute(d, to, s);
+}
+template <class T, int R, class From, class Mesh>
+  requires(!std::same_as<From, dynamic_layout> && !std::is_const_v<T>)
+dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, const runtime_layout& to, typename Mesh::stream_type s = {}) {
+  return redistribute(dtensor<T, R, dynamic_layout, Mesh>(std::move(x)), to, s);
 }
 
 /// Converts a dynamic-layout tensor to the layout of `y` and writes the result into y's

@@ -141,6 +141,18 @@ TEST_CASE("static redistribute of const elements: new storage, also for the same
     CHECK(moved.data() == x.data());
     CHECK(moved.local_size() == x.local_size());
 
+    // Static and dynamic layouts meet (see test_static_dynamic.cpp), with const elements.
+    auto yd = sc::redistribute(v, sc::runtime_layout::parse("R,S(1)"));
+    static_assert(std::is_same_v<decltype(yd), sc::dtensor<double, 2, sc::dynamic_layout, M2>>);
+    CHECK(st::check_against_reference(yd, g) == "");
+    const sc::dtensor<const double, 2, sc::dynamic_layout, M2> vd = v;
+    auto ys = sc::redistribute<RS1>(vd);
+    static_assert(std::is_same_v<decltype(ys), sc::dtensor<double, 2, RS1, M2>>);
+    CHECK(st::check_against_reference(ys, g) == "");
+    auto ysame = sc::redistribute<L2>(vd);  // no steps: a copy
+    CHECK(ysame.data() != x.data());
+    CHECK(st::snapshot(ysame) == before);
+
     // Into an output of mutable elements.
     auto out = sc::empty<RS1, double>(m, ext);
     sc::redistribute_into(v, out);
