@@ -361,6 +361,39 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> full(const Mesh& m, const 
   return detail::generate_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, f, "shardcast::full", s);
 }
 
+/// This rank's piece of a tensor of global `extents` under layout `Layout` on mesh `m`: its
+/// global offsets and extents (`volume()` elements), e.g. to size the memory a make_view
+/// wraps. Local.
+/// @code
+///   const sc::box b = sc::local_box<sc::layout<sc::shard<0>, sc::replicate>>(mesh, std::array<std::int64_t, 2>{5, 3});
+///   std::vector<float> piece(static_cast<std::size_t>(b.volume()));
+/// @endcode
+template <class Layout, class Mesh, std::size_t R>
+box local_box(const Mesh& m, const std::array<std::int64_t, R>& extents) {
+  static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  detail::require_mesh(m, "shardcast::local_box");
+  detail::checked_volume(extents, "shardcast::local_box");
+  return local_box(Layout::desc, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
+}
+/// The same for a run-time layout.
+/// @throws layout_error if `l` does not fit the mesh or the rank
+template <class Mesh, std::size_t R>
+box local_box(const Mesh& m, const runtime_layout& l, const std::array<std::int64_t, R>& extents) {
+  detail::require_mesh(m, "shardcast::local_box");
+  l.validate(Mesh::naxes, static_cast<int>(R), "shardcast::local_box");
+  detail::checked_volume(extents, "shardcast::local_box");
+  return local_box(l, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
+}
+
+namespace detail {
+/// make_view over a span: the span holds at least the piece `b`.
+inline void expect_piece_fits(const box& b, std::size_t n) {
+  if (static_cast<std::uint64_t>(b.volume()) > n)
+    throw layout_error("shardcast::make_view: the span has " + std::to_string(n) + " elements but this rank's piece has " +
+                       std::to_string(b.volume()) + "; size it with local_box(mesh, ...).volume()");
+}
+}  // namespace detail
+
 /// A non-owning dtensor over `local` (this rank's piece, row-major, in the mesh's memory space).
 /// Local: it does not compare extents between ranks (see check_same_extents).
 template <class Layout, class Mesh, class T, std::size_t R>
@@ -369,6 +402,16 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, T* local,
   static_assert(detail::check_element_type<std::remove_const_t<T>>());
   detail::checked_volume(extents, "shardcast::make_view");
   return dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, nullptr, local);
+}
+
+/// make_view over a span: as above, and the span must hold this rank's piece.
+/// @throws layout_error if `local` has fewer elements than this rank's piece (local_box)
+template <class Layout, class Mesh, class T, std::size_t E, std::size_t R>
+dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, std::span<T, E> local, const std::array<std::int64_t, R>& extents) {
+  static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
+  detail::checked_volume(extents, "shardcast::make_view");
+  detail::expect_piece_fits(local_box<Layout>(m, extents), local.size());
+  return make_view<Layout>(m, local.data(), extents);
 }
 
 /// An owning dtensor with uninitialised local memory.
@@ -388,6 +431,17 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, c
   static_assert(detail::check_element_type<std::remove_const_t<T>>());
   detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::make_view");
   return dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, nullptr, local, l);
+}
+
+/// Dynamic-layout make_view over a span (see above).
+/// @throws layout_error if `l` does not fit the mesh or the rank, or `local` has fewer
+///         elements than this rank's piece
+template <class Mesh, class T, std::size_t E, std::size_t R>
+dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, const runtime_layout& l, std::span<T, E> local,
+                                                                const std::array<std::int64_t, R>& extents) {
+  detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::make_view");
+  detail::expect_piece_fits(local_box(m, l, extents), local.size());
+  return make_view(m, l, local.data(), extents);
 }
 
 /// Dynamic-layout form of `empty` (`empty<T>(m, l, extents)`).

@@ -140,19 +140,20 @@ class dtensor {
     owner_ = std::move(taken.second);
   }
   /// Explicit conversion from dynamic_layout to this static layout, which must be o's
-  /// layout (the same mesh, piece and storage; an rvalue `o` hands its handles over).
+  /// layout (the same mesh, piece and storage; an rvalue `o` hands its handles over). An
+  /// empty o (default-constructed, or given up) gives an empty tensor.
   /// @throws layout_error if o's layout is another one (o is then left as it was)
   template <class U>
     requires detail::checked_conversion_v<T, U, Layout, dynamic_layout>
   explicit dtensor(const dtensor<U, R, dynamic_layout, Mesh>& o)
       : mesh_(o.mesh()), global_(o.global_extents()), owner_(o.owner()), data_(o.data()) {
-    expect_static_layout(o.layout());
+    expect_static_layout(o);
     set_box(o.local_box());
   }
   template <class U>
     requires detail::checked_conversion_v<T, U, Layout, dynamic_layout>
   explicit dtensor(dtensor<U, R, dynamic_layout, Mesh>&& o) {
-    expect_static_layout(o.layout());
+    expect_static_layout(o);
     global_ = o.global_extents();
     data_ = o.data();
     set_box(o.local_box());
@@ -208,10 +209,14 @@ class dtensor {
   std::array<std::int64_t, static_cast<std::size_t>(R)> off_{}, ext_{};  ///< this rank's box (only R dims are kept)
   [[no_unique_address]] detail::layout_holder<Layout> layout_{};
 
-  static void expect_static_layout(const runtime_layout& l) {
+  template <class D>
+  static void expect_static_layout(const D& o) {
+    if (o.mesh().state() == nullptr) return;  // an empty tensor: an empty one of this layout
+    const runtime_layout l = o.layout();
     if (!(l == Layout::desc))
-      throw layout_error("shardcast::dtensor: the tensor has layout \"" + to_string(l) + "\" but the static layout is \"" + to_string(Layout::desc) +
-                         "\"; redistribute it first (redistribute<Layout>(x) plans at run time and returns the static layout)");
+      throw layout_error("shardcast::dtensor: the tensor has layout \"" + to_string(l) + "\" but the static layout is \"" +
+                         to_string(Layout::desc) + "\"; redistribute it to that layout first (redistribute<L>(x), with L the layout type " +
+                         "of \"" + to_string(Layout::desc) + "\", plans at run time and returns a tensor of layout L)");
   }
   void set_box(const box& b) {
     for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) off_[d] = b.off[d], ext_[d] = b.ext[d];

@@ -463,6 +463,19 @@ std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_
   return explain<T>(p, x.mesh().shape(), x.global_extents());
 }
 
+/// The plan `redistribute<To>(d)` runs for a dynamic-layout d: plan_for(d, To). Not collective.
+template <class To, class T, int R, class Mesh>
+plan plan_for(const dtensor<T, R, dynamic_layout, Mesh>& d) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  return detail::runtime_plan_for(d, runtime_layout(To::desc), "shardcast::plan_for");
+}
+/// What `redistribute<To>(d)` does for a dynamic-layout d: explain(d, To).
+template <class To, class T, int R, class Mesh>
+std::string explain(const dtensor<T, R, dynamic_layout, Mesh>& d) {
+  static_assert(check_layout<To, Mesh::naxes, R>());
+  return explain(d, runtime_layout(To::desc));
+}
+
 /// What `redistribute(x, to)` does, for a static-layout x (see plan_for above).
 template <class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout>)
@@ -536,8 +549,10 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, M
 /// (`redistribute<To>(x)`), planned at run time as `redistribute(x, To)` and cached the same
 /// way, with a result of layout To; a static-layout x to the run-time layout `to`
 /// (`redistribute(x, to)`), as x viewed as a dynamic-layout tensor. The same results as the
-/// forms above, including an x the caller gives up and x of const elements.
-/// @throws layout_error if the target does not fit the mesh or the tensor's rank
+/// forms above, including an x the caller gives up (left as it was if the call throws, as
+/// there) and x of const elements.
+/// @throws layout_error if a run-time target does not fit the mesh or the tensor's rank (a
+///         static one is checked at compile time)
 template <class To, class T, int R, class Mesh>
 dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, typename Mesh::stream_type s = {}) {
   static_assert(check_layout<To, Mesh::naxes, R>());
@@ -563,7 +578,16 @@ dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dten
 template <class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout> && !std::is_const_v<T>)
 dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, const runtime_layout& to, typename Mesh::stream_type s = {}) {
-  return redistribute(dtensor<T, R, dynamic_layout, Mesh>(std::move(x)), to, s);
+  using D = dtensor<T, R, dynamic_layout, Mesh>;
+  D d = detail::take_as<D>(x, From::desc);
+  try {
+    return redistribute(std::move(d), to, s);
+  } catch (...) {
+    // The dynamic form left d as it was (or emptied it after a failed in-place all_reduce
+    // in its own storage): x gets back what d still holds.
+    if (d.mesh().state() != nullptr) x = detail::take_as<dtensor<T, R, From, Mesh>>(d, From::desc);
+    throw;
+  }
 }
 
 /// Converts a dynamic-layout tensor to the layout of `y` and writes the result into y's

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <span>
 #include <shardcast/shardcast.hpp>
 #include <string>
 #include <vector>
@@ -184,4 +185,45 @@ TEST_CASE("redistribute_into rejects an output that does not fit the input") {
     if (snapshot(x) != before) f.add("a rejected call modified the input");
   });
   f.report();
+}
+
+TEST_CASE("local_box sizes this rank's piece; make_view over a span checks that the span holds it") {
+  sc::host::run(6, [](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 3});
+    const std::array<std::int64_t, 2> ext{5, 2};  // uneven on axis 0, empty pieces on axis 1
+    const auto g = st::make_global<float>(10);
+    for (const auto& l : st::all_layouts(2, 2, sc::reduce_op::sum)) {
+      const auto x = sc::distribute(m, l, g, ext);
+      const sc::box b = sc::local_box(m, l, ext);
+      CHECK(b == x.local_box());
+      // A view over exactly that many elements, made from the span, is x's piece again.
+      std::vector<float> buf(x.data(), x.data() + x.local_size());
+      const auto v = sc::make_view(m, l, std::span<float>(buf), ext);
+      CHECK(v.data() == buf.data());
+      CHECK(sc::to_global(v) == sc::to_global(x));
+      const auto cv = sc::make_view(m, l, std::span<const float>(buf), ext);  // const elements
+      static_assert(std::is_same_v<typename decltype(cv)::value_type, const float>);
+      if (b.volume() > 0) {
+        std::string msg;
+        try {
+          (void)sc::make_view(m, l, std::span<float>(buf.data(), buf.size() - 1), ext);
+        } catch (const sc::layout_error& e) {
+          msg = e.what();
+        }
+        CHECK(msg.find("the span has " + std::to_string(buf.size() - 1) + " elements but this rank's piece has " +
+                       std::to_string(buf.size())) != std::string::npos);
+      }
+    }
+    using L = sc::layout<sc::shard<0>, sc::shard<1>>;
+    const auto xs = sc::distribute<L>(m, g, ext);
+    const sc::box bs = sc::local_box<L>(m, ext);
+    CHECK(bs == xs.local_box());
+    std::vector<float> piece(static_cast<std::size_t>(bs.volume()) + 2);  // a larger span is fine
+    auto vs = sc::make_view<L>(m, std::span<float>(piece), ext);
+    sc::redistribute_into(xs, vs);
+    CHECK(sc::to_global(vs) == g);
+    std::vector<float> none;
+    if (bs.volume() > 0) CHECK_THROWS_AS((void)sc::make_view<L>(m, std::span<float>(none), ext), sc::layout_error);
+    CHECK_THROWS_AS((void)sc::local_box(m, sc::runtime_layout::parse("S(0),S(2)"), ext), sc::layout_error);
+  });
 }

@@ -161,6 +161,7 @@ TEST_CASE("dtensor converts from a static to a dynamic layout implicitly, and ba
     }
     CHECK(msg.find("\"S(0),S(1)\"") != std::string::npos);
     CHECK(msg.find("\"S(1),S(0)\"") != std::string::npos);
+    CHECK(msg.find("redistribute<L>(x)") != std::string::npos);
     // An rvalue hands its handles over; a refused one is left as it was.
     auto moved = d;
     try {
@@ -173,5 +174,58 @@ TEST_CASE("dtensor converts from a static to a dynamic layout implicitly, and ba
     CHECK(st::check_emptied(moved) == "");
     sc::dtensor<double, 2, sc::dynamic_layout, M> from_rvalue = sc::distribute<L>(m, g, std::array<std::int64_t, 2>{5, 3});
     CHECK(sc::to_global(from_rvalue) == g);
+  });
+}
+
+TEST_CASE("given up across the bridge: partial -> replicate runs in place; a refused target leaves the input as it was") {
+  sc::host::run(2, [](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 1});
+    using M = decltype(m);
+    using PR = sc::layout<Ps, R>;
+    using RR = sc::layout<R, R>;
+    const std::array<std::int64_t, 2> ext{4, 3};
+    const auto g = st::make_global<float>(12);
+    {  // static x, run-time target: one all_reduce, in x's storage (x owns it alone)
+      auto x = sc::distribute<PR>(m, g, ext);
+      st::spread_partial_terms(x, g);
+      const float* p = x.data();
+      auto y = sc::redistribute(std::move(x), sc::runtime_layout::parse("R,R"));
+      CHECK(st::check_against_reference(y, g) == "");
+      CHECK(y.data() == p);
+      CHECK(st::check_emptied(x) == "");
+    }
+    {  // dynamic d, static target
+      auto d = sc::distribute(m, sc::runtime_layout::parse("P(sum),R"), g, ext);
+      st::spread_partial_terms(d, g);
+      const float* p = d.data();
+      auto y = sc::redistribute<RR>(std::move(d));
+      static_assert(std::is_same_v<decltype(y), sc::dtensor<float, 2, RR, M>>);
+      CHECK(st::check_against_reference(y, g) == "");
+      CHECK(y.data() == p);
+      CHECK(st::check_emptied(d) == "");
+    }
+    {  // a target the dynamic form refuses: x is left as it was
+      auto x = sc::distribute<PR>(m, g, ext);
+      const float* p = x.data();
+      const auto before = st::snapshot(x);
+      CHECK_THROWS_AS((void)sc::redistribute(std::move(x), sc::runtime_layout::parse("S(0),S(2)")), sc::layout_error);
+      CHECK(x.data() == p);
+      CHECK(x.owns());
+      CHECK(st::snapshot(x) == before);
+      CHECK(st::check_against_reference(sc::redistribute<RR>(x), g) == "");  // still a working tensor
+    }
+    {  // plan_for<To>(d) and explain<To>(d): what redistribute<To>(d) runs
+      const auto d = sc::distribute(m, sc::runtime_layout::parse("P(sum),R"), g, ext);
+      const sc::plan p = sc::plan_for<RR>(d);
+      CHECK(p.dst == RR::desc);
+      CHECK(p.nsteps == 1);
+      CHECK(p.steps[0].kind == sc::step_kind::all_reduce);
+      CHECK(sc::explain<RR>(d) == sc::explain(d, sc::runtime_layout(RR::desc)));
+    }
+    {  // an empty dynamic tensor converts to an empty static one
+      const sc::dtensor<float, 2, sc::dynamic_layout, M> empty_d;
+      const auto empty_s = sc::dtensor<float, 2, RR, M>(empty_d);
+      CHECK(st::check_emptied(empty_s) == "");
+    }
   });
 }

@@ -747,11 +747,27 @@ TEST_CASE("scale of integer elements: a factor the element type cannot hold exac
     CHECK(throws([&] { return sc::scale(x, -2.5); }));
     CHECK(throws([&] { return sc::scale(x, std::nan("")); }));
     CHECK(throws([&] { return sc::scale(x, 3e9); }));    // outside int
+    CHECK(throws([&] { return sc::scale(x, -3e9); }));
+    CHECK(throws([&] { return sc::scale(x, 2147483648.0); }));  // 2^31: one past int's largest
+    CHECK(throws([&] { return sc::scale(x, 4294967296LL); }));
+    std::string tiny;
+    try {
+      (void)sc::scale(x, 1e-9);
+    } catch (const sc::layout_error& e) {
+      tiny = e.what();
+    }
+    CHECK(tiny.find("factor 1.0000000000000001e-09 ") != std::string::npos);  // not "0.000000"
     CHECK(throws([&] { return sc::scale(sc::distribute<L>(m, g, std::array<std::int64_t, 1>{5}), 0.25); }));  // given up
     const auto x8 = sc::distribute<L>(m, std::vector<std::int8_t>{1, 2, 3}, std::array<std::int64_t, 1>{3});
     CHECK(throws([&] { return sc::scale(x8, 1000); }));  // would wrap in int8
+    CHECK(throws([&] { return sc::scale(x8, -129.0); }));
+    CHECK(sc::to_global(sc::scale(x8, -128.0)) == std::vector<std::int8_t>{-128, 0, -128});  // -2^7 fits; products wrap mod 2^8
     const auto xu = sc::distribute<L>(m, std::vector<std::uint8_t>{1, 2, 3}, std::array<std::int64_t, 1>{3});
     CHECK(throws([&] { return sc::scale(xu, -1); }));
+    CHECK(throws([&] { return sc::scale(xu, -1.0); }));
+    CHECK(throws([&] { return sc::scale(xu, 256.0); }));
+    CHECK(sc::to_global(sc::scale(xu, 255.0)) == std::vector<std::uint8_t>{255, 254, 253});  // 255 * {1, 2, 3} mod 256
+    CHECK(sc::to_global(sc::scale(x, static_cast<char>(2))) == std::vector<int>{6, -10, 14, 2, 0});  // a character-type factor
     CHECK(sc::to_global(sc::scale(x, 2.0)) == std::vector<int>{6, -10, 14, 2, 0});
     CHECK(sc::to_global(sc::scale(x, -3)) == std::vector<int>{-9, 15, -21, -3, 0});
     CHECK(sc::to_global(sc::scale(x8, 40)) == std::vector<std::int8_t>{40, 80, 120});

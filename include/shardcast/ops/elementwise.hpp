@@ -57,6 +57,7 @@
 #include <cstddef>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -1146,13 +1147,24 @@ template <class T, class S>
 void check_scale_factor(S factor) {
   if constexpr (std::is_integral_v<T>) {
     bool fits = true;
-    if constexpr (std::is_floating_point_v<S>)
-      fits = factor == std::trunc(factor) && static_cast<long double>(factor) >= static_cast<long double>(std::numeric_limits<T>::min()) &&
-             static_cast<long double>(factor) <= static_cast<long double>(std::numeric_limits<T>::max());
-    else if constexpr (std::is_integral_v<S> && !std::is_same_v<S, bool>)
-      fits = std::in_range<T>(factor);
+    std::string shown;
+    if constexpr (std::is_floating_point_v<S>) {
+      // T holds the whole numbers in [-2^d, 2^d) (signed) or [0, 2^d) (unsigned), d = its
+      // value bits; powers of two are exact in every floating type.
+      const long double f = factor, top = std::ldexp(1.0L, std::numeric_limits<T>::digits);
+      fits = f == std::trunc(f) && f < top && f >= (std::is_signed_v<T> ? -top : 0.0L);
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.17Lg", f);
+      shown = buf;
+    } else if constexpr (std::is_integral_v<S>) {
+      // Converting to T and back keeps the value and its sign exactly when T holds it.
+      const T t = static_cast<T>(factor);
+      fits = static_cast<S>(t) == factor && (t < T(0)) == (factor < S(0));
+      using wide = std::conditional_t<std::is_signed_v<S>, long long, unsigned long long>;
+      shown = std::to_string(static_cast<wide>(factor));
+    }
     if (!fits)
-      throw layout_error("shardcast::scale: x has integer elements and the factor " + std::to_string(factor) +
+      throw layout_error("shardcast::scale: x has integer elements and the factor " + shown +
                          " is not a whole number in their range, so converting it to the element type would change it; "
                          "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole factor");
   }

@@ -168,8 +168,8 @@ template <class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, cl
   requires(RA != 2 || RB != 2)
 void matmul(const dtensor<TA, RA, LA, Mesh>&, const dtensor<TB, RB, LB, Mesh>&, Rest&&...) {
   static_assert(RA == 2 && RB == 2,
-                "shardcast::matmul: A and B must be matrices (rank 2: [m, k] and [k, n]); lay batched rows out as the rows of one [rows, k] "
-                "matrix.");
+                "shardcast::matmul: A and B must be matrices (rank 2: [m, k] and [k, n]); a vector is a [1, n] or [n, 1] matrix, and batched "
+                "rows are the rows of one [rows, k] matrix.");
 }
 
 namespace detail {
