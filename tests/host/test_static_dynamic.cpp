@@ -6,7 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <array>
-#include <mutex>
+#include <functional>
+#include <numeric>
 #include <shardcast/shardcast.hpp>
 #include <string>
 #include <type_traits>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/differential.hpp"
+#include "common/failures.hpp"
 
 namespace sc = shardcast;
 namespace st = shardcast::testing;
@@ -34,27 +36,15 @@ void each_layout(std::tuple<L...>*, F&& f) {
   (f(L{}), ...);
 }
 
-struct failures_sink {
-  std::mutex mu;
-  std::vector<std::string> list;
-  void add(const std::string& s) {
-    std::lock_guard lk(mu);
-    if (list.size() < 20) list.push_back(s);
-  }
-};
-
 template <class T, std::size_t N>
-void sweep(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, failures_sink& bad, std::size_t& cases) {
-  int nranks = 1;
-  for (int s : shape) nranks *= s;
-  std::size_t count = 0;
-  sc::host::run(nranks, [&](sc::host::communicator& c) {
+void sweep(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& ext, st::sweep_outcome& bad) {
+  sc::host::run(std::accumulate(shape.begin(), shape.end(), 1, std::multiplies<>()), [&](sc::host::communicator& c) {
     auto m = sc::make_mesh(c, shape);
     using M = decltype(m);
     const auto g = st::make_global<T>(ext[0] * ext[1]);
     const auto runtime = st::all_layouts(static_cast<int>(N), 2, sc::reduce_op::sum);
     std::size_t mine = 0;
-    auto fail = [&](const std::string& what) { bad.add("rank " + std::to_string(c.rank()) + ": " + what); };
+    auto fail = [&](const std::string& what) { bad.add(c.rank(), what); };
     if constexpr (N == 2) {
       each_layout(static_cast<static_layouts_2*>(nullptr), [&]<class L>(L) {
         const std::string ls = sc::to_string(L::desc);
@@ -114,22 +104,19 @@ void sweep(const std::array<int, N>& shape, const std::array<std::int64_t, 2>& e
         if (!err.empty()) fail("S(1) <-> " + sc::to_string(to) + ": " + err);
       }
     }
-    if (c.rank() == 0) count = mine;
+    if (c.rank() == 0) bad.count(mine);
   });
-  cases += count;
 }
 
 }  // namespace
 
 TEST_CASE_TEMPLATE("static and dynamic layouts meet: every pair against the reference, kept and given up", T, float, std::int64_t) {
-  failures_sink bad;
-  std::size_t cases = 0;
-  sweep<T, 2>({2, 2}, {5, 3}, bad, cases);
-  sweep<T, 2>({1, 3}, {2, 4}, bad, cases);  // empty pieces
-  sweep<T, 1>({3}, {4, 2}, bad, cases);
-  for (const auto& f : bad.list) FAIL_CHECK(f);
-  CHECK(bad.list.empty());
-  CHECK(cases == 8 * 16 * 2 + 4);  // 8 static layouts by 16 run-time ones on two 2-axis meshes, 4 on one axis
+  st::sweep_outcome bad;
+  sweep<T, 2>({2, 2}, {5, 3}, bad);
+  sweep<T, 2>({1, 3}, {2, 4}, bad);  // empty pieces
+  sweep<T, 1>({3}, {4, 2}, bad);
+  bad.report();
+  CHECK(bad.cases == 8 * 16 * 2 + 4);  // 8 static layouts by 16 run-time ones on two 2-axis meshes, 4 on one axis
 }
 
 TEST_CASE("dtensor converts from a static to a dynamic layout implicitly, and back explicitly when the layout matches") {

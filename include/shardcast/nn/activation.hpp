@@ -33,10 +33,11 @@ struct activation {
   Fwd f{};
   Bwd grad{};
 
-  /// y = f(x) elementwise, in x's layout (a new tensor; x is unchanged).
-  template <class T, int R, class L, class Mesh>
-    requires(!std::is_const_v<T>)
-  dtensor<T, R, L, Mesh> forward(const dtensor<T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) const {
+  /// y = f(x) elementwise, in x's layout (a new tensor; x is unchanged, and its elements may
+  /// be const).
+  template <class TX, int R, class L, class Mesh>
+  dtensor<std::remove_const_t<TX>, R, L, Mesh> forward(const dtensor<TX, R, L, Mesh>& x, typename Mesh::stream_type s = {}) const {
+    using T = std::remove_const_t<TX>;
     static_assert(!detail::has_partial<L>(),
                   "shardcast::nn::activation: the input has a partial placement, and f of partial values is not f of their sum; "
                   "reduce it first with shardcast::redistribute<...replicate or shard<D> on that axis...>(x).");
@@ -49,9 +50,12 @@ struct activation {
   /// @param x the forward input
   /// @param dy dL/dy, in the same layout as x
   /// @throws layout_error if the extents differ
-  template <class T, int R, class L, class LY, class Mesh>
-    requires(!std::is_const_v<T>)
-  dtensor<T, R, L, Mesh> backward(const dtensor<T, R, L, Mesh>& x, const dtensor<T, R, LY, Mesh>& dy, typename Mesh::stream_type s = {}) const {
+  /// (x and dy may have const elements, each or both.)
+  template <class TX, class TY, int R, class L, class LY, class Mesh>
+    requires detail::elements_of<TY, std::remove_const_t<TX>>
+  dtensor<std::remove_const_t<TX>, R, L, Mesh> backward(const dtensor<TX, R, L, Mesh>& x, const dtensor<TY, R, LY, Mesh>& dy,
+                                                       typename Mesh::stream_type s = {}) const {
+    using T = std::remove_const_t<TX>;
     static_assert(detail::expect_layout<where::activation_output_grad, L, LY>());
     static_assert(!detail::has_partial<L>(),
                   "shardcast::nn::activation: the input has a partial placement, and f of partial values is not f of their sum; "
@@ -61,19 +65,6 @@ struct activation {
     auto dx = empty<L, T>(x.mesh(), x.global_extents(), s);
     if (dx.local_size() > 0) detail::local_exec<typename Mesh::memory_space>::zip(x.data(), dy.data(), dx.data(), dx.local_size(), grad, s);
     return dx;
-  }
-
-  /// forward and backward of inputs of const elements (only read; the results' elements are
-  /// mutable), x and dy each const or not.
-  template <class T, int R, class L, class Mesh>
-  dtensor<T, R, L, Mesh> forward(const dtensor<const T, R, L, Mesh>& x, typename Mesh::stream_type s = {}) const {
-    return forward(shardcast::detail::unconst(x), s);
-  }
-  template <class TX, class TY, int R, class L, class LY, class Mesh>
-    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, std::remove_const_t<TY>>)
-  dtensor<std::remove_const_t<TX>, R, L, Mesh> backward(const dtensor<TX, R, L, Mesh>& x, const dtensor<TY, R, LY, Mesh>& dy,
-                                                       typename Mesh::stream_type s = {}) const {
-    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
   }
 };
 

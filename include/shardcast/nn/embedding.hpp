@@ -63,8 +63,9 @@ class vocab_parallel_embedding {
 
   /// This rank's lookups: rows of ids outside this rank's vocab rows are zero. No communication.
   /// @param ids [tokens] in `ids_layout`
-  template <class LI>
-  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
+  template <class TI, class LI>
+    requires detail::elements_of<TI, Index>
+  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<TI, 1, LI, Mesh>& ids, stream_type s = {}) const {
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_ids, ids_layout, LI>());
     auto out = empty<partial_output_layout, T>(ids.mesh(), std::array<std::int64_t, 2>{ids.global_extents()[0], hidden_size()}, s);
     const box &bo = out.local_box(), &bi = ids.local_box(), &bt = table.local_box();
@@ -80,8 +81,9 @@ class vocab_parallel_embedding {
   /// tokens with sequence parallelism). Ids outside [0, vocab) give zero rows.
   /// @param ids [tokens] in `ids_layout`
   /// @throws comm_error if a collective fails
-  template <class LI>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
+  template <class TI, class LI>
+    requires detail::elements_of<TI, Index>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<TI, 1, LI, Mesh>& ids, stream_type s = {}) const {
     return redistribute<output_layout>(forward_partial(ids, s), s);
   }
 
@@ -90,8 +92,9 @@ class vocab_parallel_embedding {
   /// @param ids the forward ids, in `ids_layout`
   /// @param dy dL/dE [tokens, hidden], in `output_layout`
   /// @throws layout_error if dy's extents do not match the ids and the hidden size
-  template <class LI, class LY>
-  dtensor<T, 2, table_grad_layout, Mesh> backward(const dtensor<Index, 1, LI, Mesh>& ids, const dtensor<T, 2, LY, Mesh>& dy,
+  template <class TI, class TY, class LI, class LY>
+    requires(detail::elements_of<TI, Index> && detail::elements_of<TY, T>)
+  dtensor<T, 2, table_grad_layout, Mesh> backward(const dtensor<TI, 1, LI, Mesh>& ids, const dtensor<TY, 2, LY, Mesh>& dy,
                                                   stream_type s = {}) const {
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_ids, ids_layout, LI>());
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_output_grad, output_layout, LY>());
@@ -99,7 +102,8 @@ class vocab_parallel_embedding {
                       "shardcast::nn::vocab_parallel_embedding::backward: the output gradient is " + std::to_string(dy.global_extents()[0]) +
                           "x" + std::to_string(dy.global_extents()[1]) + " but the lookup was " + std::to_string(ids.global_extents()[0]) +
                           "x" + std::to_string(hidden_size()) + "; pass the forward ids and the gradient of forward's output");
-    const auto dyt = redistribute<typename L::tokens>(dy, s);  // sequence parallel: all_gather over TP; else free
+    // sequence parallel: all_gather over TP; else free (dy of const elements: only read, no copy)
+    const auto dyt = redistribute<typename L::tokens>(shardcast::detail::readable(dy), s);
     auto g = empty<table_grad_layout, T>(table.mesh(), table.global_extents(), s);
     const box &bg = g.local_box(), &bi = ids.local_box(), &bd = dyt.local_box();
     SHARDCAST_EXPECTS(bd.off[0] == bi.off[0] && bd.ext[0] == bi.ext[0] && bg.off[0] == table.local_box().off[0],
@@ -108,24 +112,6 @@ class vocab_parallel_embedding {
       detail::embedding_exec<space>::scatter_add(ids.data(), static_cast<std::size_t>(bi.ext[0]), dyt.data(), bg.off[0], bg.ext[0],
                                                  hidden_size(), g.data(), s);
     return g;
-  }
-
-  /// forward_partial, forward and backward of ids and a gradient of const elements (only
-  /// read), each const or not.
-  template <class LI>
-  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<const Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
-    return forward_partial(shardcast::detail::unconst(ids), s);
-  }
-  template <class LI>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const Index, 1, LI, Mesh>& ids, stream_type s = {}) const {
-    return forward(shardcast::detail::unconst(ids), s);
-  }
-  template <class TI, class TY, class LI, class LY>
-    requires((std::is_const_v<TI> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TI>, Index> &&
-             std::is_same_v<std::remove_const_t<TY>, T>)
-  dtensor<T, 2, table_grad_layout, Mesh> backward(const dtensor<TI, 1, LI, Mesh>& ids, const dtensor<TY, 2, LY, Mesh>& dy,
-                                                  stream_type s = {}) const {
-    return backward(shardcast::detail::readable(ids), shardcast::detail::readable(dy), s);
   }
 
   table_type table;  ///< [vocab, hidden], this rank's vocab rows

@@ -113,11 +113,13 @@ class column_parallel_linear {
   /// @param x [tokens, in] in `input_layout` (a compile error names it otherwise)
   /// @throws layout_error if x has other than in_features() columns
   /// @throws comm_error if a collective fails
-  template <class LX>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<T, 2, LX, Mesh>& x, stream_type s = {}) const {
+  template <class TX, class LX>
+    requires detail::elements_of<TX, T>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<TX, 2, LX, Mesh>& x, stream_type s = {}) const {
     static_assert(detail::expect_layout<where::column_parallel_linear_input, input_layout, LX>());
-    detail::check_cols(x, in_features(), "shardcast::nn::column_parallel_linear::forward", "the input");
-    const auto xt = redistribute<typename L::tokens>(x, s);  // sequence parallel: all_gather over TP; else free
+    decltype(auto) xr = shardcast::detail::readable(x);  // (x of const elements: only read, no copy)
+    detail::check_cols(xr, in_features(), "shardcast::nn::column_parallel_linear::forward", "the input");
+    const auto xt = redistribute<typename L::tokens>(xr, s);  // sequence parallel: all_gather over TP; else free
     auto y = detail::gemm_op_dtensor<gemm_op::n, gemm_op::n>(xt, weight, gemm_, s);
     static_assert(std::is_same_v<typename decltype(y)::layout_type, output_layout>);
     detail::add_bias_rows(y, bias, s);
@@ -129,32 +131,24 @@ class column_parallel_linear {
   /// @param x the forward input, in `input_layout`
   /// @param dy dL/dY, in `output_layout`
   /// @throws layout_error on mismatched extents
-  template <class LX, class LY>
-  gradients backward(const dtensor<T, 2, LX, Mesh>& x, const dtensor<T, 2, LY, Mesh>& dy, stream_type s = {}) const {
+  template <class TX, class TY, class LX, class LY>
+    requires(detail::elements_of<TX, T> && detail::elements_of<TY, T>)
+  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
     static_assert(detail::expect_layout<where::column_parallel_linear_input, input_layout, LX>());
     static_assert(detail::expect_layout<where::column_parallel_linear_output_grad, output_layout, LY>());
-    detail::check_cols(x, in_features(), "shardcast::nn::column_parallel_linear::backward", "the input");
-    detail::check_cols(dy, out_features(), "shardcast::nn::column_parallel_linear::backward", "the output gradient");
-    detail::check_tokens(x, dy, "shardcast::nn::column_parallel_linear::backward");
-    const auto xt = redistribute<typename L::tokens>(x, s);
-    auto dw = detail::gemm_op_dtensor<gemm_op::t, gemm_op::n>(xt, dy, gemm_, s);  // X^T dY: partial over DP
+    decltype(auto) xr = shardcast::detail::readable(x);  // (const elements: only read, no copy)
+    decltype(auto) dyr = shardcast::detail::readable(dy);
+    detail::check_cols(xr, in_features(), "shardcast::nn::column_parallel_linear::backward", "the input");
+    detail::check_cols(dyr, out_features(), "shardcast::nn::column_parallel_linear::backward", "the output gradient");
+    detail::check_tokens(xr, dyr, "shardcast::nn::column_parallel_linear::backward");
+    const auto xt = redistribute<typename L::tokens>(xr, s);
+    auto dw = detail::gemm_op_dtensor<gemm_op::t, gemm_op::n>(xt, dyr, gemm_, s);  // X^T dY: partial over DP
     static_assert(std::is_same_v<typename decltype(dw)::layout_type, weight_grad_layout>);
-    auto db = detail::colsum(dy, gemm_, s);
+    auto db = detail::colsum(dyr, gemm_, s);
     static_assert(std::is_same_v<typename decltype(db)::layout_type, bias_grad_layout>);
-    auto dxp = detail::gemm_op_dtensor<gemm_op::n, gemm_op::t>(dy, weight, gemm_, s);  // dY W^T: partial over TP
+    auto dxp = detail::gemm_op_dtensor<gemm_op::n, gemm_op::t>(dyr, weight, gemm_, s);  // dY W^T: partial over TP
     static_assert(std::is_same_v<typename decltype(dxp)::layout_type, typename L::partial_sum>);
     return gradients{redistribute<input_layout>(std::move(dxp), s), std::move(dw), std::move(db)};  // in place when one all_reduce
-  }
-
-  /// forward and backward of inputs of const elements (only read), x and dy each const or not.
-  template <class LX>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
-    return forward(shardcast::detail::unconst(x), s);
-  }
-  template <class TX, class TY, class LX, class LY>
-    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, T> && std::is_same_v<std::remove_const_t<TY>, T>)
-  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
-    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
   }
 
   weight_type weight;  ///< W [in, out], this rank's columns
@@ -208,9 +202,10 @@ class row_parallel_linear {
   /// reduction adds it once). No communication; reduce it yourself, e.g. fused with
   /// another reduction, with redistribute<output_layout>(y).
   /// @param x [tokens, in] in `input_layout`
-  template <class LX>
-  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<T, 2, LX, Mesh>& x, stream_type s = {}) const {
-    auto y = product(x, s);
+  template <class TX, class LX>
+    requires detail::elements_of<TX, T>
+  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<TX, 2, LX, Mesh>& x, stream_type s = {}) const {
+    auto y = product(shardcast::detail::readable(x), s);  // (x of const elements: only read, no copy)
     if (x.mesh().coord(Axes::tp) == 0) detail::add_bias_rows(y, bias, s);
     return y;
   }
@@ -220,9 +215,10 @@ class row_parallel_linear {
   /// @param x [tokens, in] in `input_layout`
   /// @throws layout_error if x has other than in_features() columns
   /// @throws comm_error if a collective fails
-  template <class LX>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<T, 2, LX, Mesh>& x, stream_type s = {}) const {
-    auto y = redistribute<output_layout>(product(x, s), s);
+  template <class TX, class LX>
+    requires detail::elements_of<TX, T>
+  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<TX, 2, LX, Mesh>& x, stream_type s = {}) const {
+    auto y = redistribute<output_layout>(product(shardcast::detail::readable(x), s), s);
     detail::add_bias_rows(y, bias, s);
     return y;
   }
@@ -232,36 +228,24 @@ class row_parallel_linear {
   /// @param x the forward input, in `input_layout`
   /// @param dy dL/dY, in `output_layout`
   /// @throws layout_error on mismatched extents
-  template <class LX, class LY>
-  gradients backward(const dtensor<T, 2, LX, Mesh>& x, const dtensor<T, 2, LY, Mesh>& dy, stream_type s = {}) const {
+  template <class TX, class TY, class LX, class LY>
+    requires(detail::elements_of<TX, T> && detail::elements_of<TY, T>)
+  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
     static_assert(detail::expect_layout<where::row_parallel_linear_input, input_layout, LX>());
     static_assert(detail::expect_layout<where::row_parallel_linear_output_grad, output_layout, LY>());
-    detail::check_cols(x, in_features(), "shardcast::nn::row_parallel_linear::backward", "the input");
-    detail::check_cols(dy, out_features(), "shardcast::nn::row_parallel_linear::backward", "the output gradient");
-    detail::check_tokens(x, dy, "shardcast::nn::row_parallel_linear::backward");
-    const auto dyt = redistribute<typename L::tokens>(dy, s);  // sequence parallel: all_gather over TP; else free
-    auto dw = detail::gemm_op_dtensor<gemm_op::t, gemm_op::n>(x, dyt, gemm_, s);
+    decltype(auto) xr = shardcast::detail::readable(x);  // (const elements: only read, no copy)
+    decltype(auto) dyr = shardcast::detail::readable(dy);
+    detail::check_cols(xr, in_features(), "shardcast::nn::row_parallel_linear::backward", "the input");
+    detail::check_cols(dyr, out_features(), "shardcast::nn::row_parallel_linear::backward", "the output gradient");
+    detail::check_tokens(xr, dyr, "shardcast::nn::row_parallel_linear::backward");
+    const auto dyt = redistribute<typename L::tokens>(dyr, s);  // sequence parallel: all_gather over TP; else free
+    auto dw = detail::gemm_op_dtensor<gemm_op::t, gemm_op::n>(xr, dyt, gemm_, s);
     static_assert(std::is_same_v<typename decltype(dw)::layout_type, weight_grad_layout>);
     auto db = detail::colsum(dyt, gemm_, s);
     static_assert(std::is_same_v<typename decltype(db)::layout_type, bias_grad_layout>);
     auto dx = detail::gemm_op_dtensor<gemm_op::n, gemm_op::t>(dyt, weight, gemm_, s);
     static_assert(std::is_same_v<typename decltype(dx)::layout_type, input_layout>);
     return gradients{std::move(dx), std::move(dw), std::move(db)};
-  }
-
-  /// forward_partial, forward and backward of inputs of const elements (only read), x and dy each const or not.
-  template <class LX>
-  dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
-    return forward_partial(shardcast::detail::unconst(x), s);
-  }
-  template <class LX>
-  dtensor<T, 2, output_layout, Mesh> forward(const dtensor<const T, 2, LX, Mesh>& x, stream_type s = {}) const {
-    return forward(shardcast::detail::unconst(x), s);
-  }
-  template <class TX, class TY, class LX, class LY>
-    requires((std::is_const_v<TX> || std::is_const_v<TY>) && std::is_same_v<std::remove_const_t<TX>, T> && std::is_same_v<std::remove_const_t<TY>, T>)
-  gradients backward(const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TY, 2, LY, Mesh>& dy, stream_type s = {}) const {
-    return backward(shardcast::detail::readable(x), shardcast::detail::readable(dy), s);
   }
 
   weight_type weight;  ///< W [in, out], this rank's rows
