@@ -28,6 +28,23 @@
 namespace shardcast {
 
 namespace detail {
+/// The compile-time checks of a redistribute (every form) to the static layout To of a
+/// rank-R tensor on an N-axis mesh.
+template <class To, int N, int R>
+constexpr bool check_target() {
+  static_assert(shardcast::check_layout<To, N, R>());
+  static_assert(same_op_partials(To::desc),
+                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  return true;
+}
+/// The output of redistribute_into (every form) has elements it may write.
+template <class T>
+constexpr bool check_into_output() {
+  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
+                                    "(a dtensor of mutable elements).");
+  return true;
+}
+
 /// Runs steps[0..nsteps) of a plan on x's piece with geometry `g`; returns the result's
 /// owner and local data.
 /// With `Into`, the last step writes into `dest` and the owner is empty.
@@ -299,9 +316,7 @@ inline void check_into(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY,
 template <class To, class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout>)
 dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, From, Mesh>& x, typename Mesh::stream_type s = {}) {
-  static_assert(check_layout<To, Mesh::naxes, R>());
-  static_assert(detail::same_op_partials(To::desc),
-                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  static_assert(detail::check_target<To, Mesh::naxes, R>());
   constexpr const plan_set& ps = static_plans<From, To, R>;
   if constexpr (std::is_const_v<T>) {
     detail::require_mesh(x.mesh(), "shardcast::redistribute");
@@ -342,9 +357,7 @@ dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, Fr
 template <class To, class T, int R, class From, class Mesh>
   requires(!std::same_as<From, dynamic_layout> && !std::is_const_v<T>)
 dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mesh::stream_type s = {}) {
-  static_assert(check_layout<To, Mesh::naxes, R>());
-  static_assert(detail::same_op_partials(To::desc),
-                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  static_assert(detail::check_target<To, Mesh::naxes, R>());
   constexpr const plan_set& ps = static_plans<From, To, R>;
   using Y = dtensor<T, R, To, Mesh>;
   const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
@@ -379,8 +392,7 @@ dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mes
 template <class T, int R, class From, class To, class Mesh>
   requires(!std::same_as<From, dynamic_layout> && !std::same_as<To, dynamic_layout>)
 void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
-  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
-                                    "(a dtensor of mutable elements).");
+  static_assert(detail::check_into_output<T>());
   static_assert(detail::same_op_partials(To::desc),
                 "shardcast::redistribute_into: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
   constexpr const plan_set& ps = static_plans<From, To, R>;
@@ -555,17 +567,13 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, M
 ///         static one is checked at compile time)
 template <class To, class T, int R, class Mesh>
 dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, typename Mesh::stream_type s = {}) {
-  static_assert(check_layout<To, Mesh::naxes, R>());
-  static_assert(detail::same_op_partials(To::desc),
-                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  static_assert(detail::check_target<To, Mesh::naxes, R>());
   return dtensor<std::remove_const_t<T>, R, To, Mesh>(redistribute(x, runtime_layout(To::desc), s));
 }
 template <class To, class T, int R, class Mesh>
   requires(!std::is_const_v<T>)
 dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, dynamic_layout, Mesh>&& x, typename Mesh::stream_type s = {}) {
-  static_assert(check_layout<To, Mesh::naxes, R>());
-  static_assert(detail::same_op_partials(To::desc),
-                "shardcast::redistribute: the target layout mixes partial reduce ops across axes; use one op for every partial axis.");
+  static_assert(detail::check_target<To, Mesh::naxes, R>());
   return dtensor<T, R, To, Mesh>(redistribute(std::move(x), runtime_layout(To::desc), s));
 }
 template <class T, int R, class From, class Mesh>
@@ -597,8 +605,7 @@ dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, 
 template <class T, int R, class Mesh>
 void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtensor<T, R, dynamic_layout, Mesh>& y,
                        typename Mesh::stream_type s = {}) {
-  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
-                                    "(a dtensor of mutable elements).");
+  static_assert(detail::check_into_output<T>());
   const runtime_layout to = y.layout();
   detail::check_into(x, y, x.layout() == to);
   if (const auto* e = detail::runtime_plan_entry(x, to)) detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
@@ -610,8 +617,7 @@ void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtens
 template <class T, int R, class From, class To, class Mesh>
   requires(std::same_as<From, dynamic_layout> != std::same_as<To, dynamic_layout>)
 void redistribute_into(const dtensor<T, R, From, Mesh>& x, const dtensor<T, R, To, Mesh>& y, typename Mesh::stream_type s = {}) {
-  static_assert(!std::is_const_v<T>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
-                                    "(a dtensor of mutable elements).");
+  static_assert(detail::check_into_output<T>());
   using D = dtensor<T, R, dynamic_layout, Mesh>;
   auto dynamic = [](const auto& t) { return D(t.mesh(), t.global_extents(), t.owner(), t.data(), t.local_box(), t.layout()); };
   redistribute_into(dynamic(x), dynamic(y), s);
@@ -627,8 +633,7 @@ void redistribute_into(const dtensor<const T, R, From, Mesh>& x, const dtensor<T
 /// Every other pairing of input and output: a compile-time message that says what to change.
 template <class TX, int RX, class LX, class MX, class TY, int RY, class LY, class MY>
 void redistribute_into(const dtensor<TX, RX, LX, MX>&, const dtensor<TY, RY, LY, MY>&, typename MX::stream_type = {}) {
-  static_assert(!std::is_const_v<TY>, "shardcast::redistribute_into: the output's elements are const; make the output over memory it may write "
-                                      "(a dtensor of mutable elements).");
+  static_assert(detail::check_into_output<TY>());
   static_assert(std::is_same_v<std::remove_const_t<TX>, TY>,
                 "shardcast::redistribute_into: the output's element type differs from the input's; make the output with the input's element type.");
   static_assert(RX == RY, "shardcast::redistribute_into: the output's rank differs from the input's; give the output the input's global extents.");
