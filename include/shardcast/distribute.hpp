@@ -479,17 +479,10 @@ std::vector<std::remove_const_t<T>> to_global(const dtensor<T, R, L, Mesh>& x, t
 template <class T, int R, class L, class Mesh>
   requires(!std::is_const_v<T>)
 std::vector<T> to_global(dtensor<T, R, L, Mesh>&& x, typename Mesh::stream_type s = {}) {
-  using D = dtensor<T, R, dynamic_layout, Mesh>;
   detail::require_mesh(x.mesh(), "shardcast::to_global");
-  const runtime_layout l = x.layout();
-  D d = detail::take_as<D>(x, l);
-  D r;
-  try {
-    r = redistribute(std::move(d), detail::all_replicate<Mesh::naxes>(), s);
-  } catch (...) {
-    if (d.owns() || d.data() != nullptr) x = detail::take_as<dtensor<T, R, L, Mesh>>(d, l);  // redistribute left it as it was
-    throw;
-  }
+  // Given up as redistribute(std::move(x), to) gives it up, static layout or dynamic, which
+  // also leaves x as it was when it throws.
+  const auto r = redistribute(std::move(x), detail::all_replicate<Mesh::naxes>(), s);
   std::vector<T> out(r.local_size());
   detail::memory_ops<typename Mesh::memory_space>::to_host(out.data(), r.data(), out.size(), s);
   return out;
