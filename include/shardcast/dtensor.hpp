@@ -43,6 +43,11 @@ struct layout_holder<dynamic_layout> {
   const runtime_layout& value() const { return l; }
 };
 
+/// Are A and B the same element type but for const? Operands of const elements are only
+/// read, so every operator takes them beside mutable ones.
+template <class A, class B>
+inline constexpr bool same_elements_v = std::is_same_v<std::remove_const_t<A>, std::remove_const_t<B>>;
+
 /// Does a dtensor<U, R, From, Mesh> become a dtensor<T, R, To, Mesh> implicitly? With the
 /// same elements or const ones, and the same layout or, from a static layout, a dynamic one
 /// (as std::span<T, N> becomes std::span<const T>); not to its own type.

@@ -994,8 +994,8 @@ struct is_dtensor<dtensor<T, R, L, Mesh>> : std::true_type {};
 template <class A, class B>
 concept dtensor_operands = is_dtensor<std::remove_cvref_t<A>>::value && is_dtensor<std::remove_cvref_t<B>>::value;
 template <class A, class B>
-inline constexpr bool same_value_types = std::is_same_v<std::remove_const_t<typename std::remove_cvref_t<A>::value_type>,
-                                                        std::remove_const_t<typename std::remove_cvref_t<B>::value_type>>;
+inline constexpr bool same_value_types =
+    same_elements_v<typename std::remove_cvref_t<A>::value_type, typename std::remove_cvref_t<B>::value_type>;
 
 /// The operand as the impls take it: non-const when given up, const when kept (so a kept
 /// operand, const or not, instantiates one impl).
@@ -1057,7 +1057,7 @@ constexpr bool check_bias_types() {
   static_assert(R >= 1, "shardcast::bias_add: x must have rank >= 1 (the bias runs along x's last dim).");
   static_assert(RB == 1, "shardcast::bias_add: the bias must have rank 1 with x's last extent; for a b of x's rank use add(x, b) (b of x's "
                          "shape) or broadcast_zip<D>(x, b, fn::add) (b of extent 1 on dim D).");
-  static_assert(std::is_same_v<std::remove_const_t<T>, std::remove_const_t<TB>>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
+  static_assert(same_elements_v<T, TB>, "shardcast::bias_add: x and the bias have different element types; convert one first.");
   return true;
 }
 
@@ -1264,7 +1264,7 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
   using Mesh = typename XA::mesh_type;
   using MeshB = typename XB::mesh_type;
   static_assert(std::is_same_v<Mesh, MeshB>, "shardcast::mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(std::is_same_v<T, std::remove_const_t<typename XB::value_type>>,
+  static_assert(same_elements_v<T, typename XB::value_type>,
                 "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   if constexpr (RB == 0 && RA > 0) {
     auto y = scalar_mul_impl<GA>(a, b, s);

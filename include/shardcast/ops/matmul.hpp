@@ -132,7 +132,7 @@ template <class TA, class TB, class LA, class LB, class Mesh, class Gemm = host_
 dtensor<std::remove_const_t<TA>, 2, matmul_result_layout_t<LA, LB>, Mesh> matmul(const dtensor<TA, 2, LA, Mesh>& a, const dtensor<TB, 2, LB, Mesh>& b,
                                                                                  Gemm gemm = {}, typename Mesh::stream_type s = {}) {
   using T = std::remove_const_t<TA>;
-  static_assert(std::is_same_v<T, std::remove_const_t<TB>>,
+  static_assert(detail::same_elements_v<TA, TB>,
                 "shardcast::matmul: A and B have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   using LC = matmul_result_layout_t<LA, LB>;
   constexpr const char* who = "shardcast::matmul";

@@ -380,7 +380,7 @@ void check_overlap_args(const Ctx& ctx, const MX& mx, const MW& mw, const std::i
 template <class LY, int Axis, bool Gather, class TX, class TW, class LX, class LW, class Mesh>
 dtensor<std::remove_const_t<TX>, 2, LY, Mesh> overlap_output(const overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x,
                                                              const dtensor<TW, 2, LW, Mesh>& w, int chunks) {
-  static_assert(std::is_same_v<std::remove_const_t<TX>, std::remove_const_t<TW>>,
+  static_assert(same_elements_v<TX, TW>,
                 "shardcast::all_gather_matmul / matmul_reduce_scatter: X and W have different element types; convert one first, e.g. "
                 "map(w, [](U v) { return T(v); }).");
   const auto ex = x.global_extents(), ew = w.global_extents();

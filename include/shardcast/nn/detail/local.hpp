@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -30,7 +29,7 @@ namespace shardcast::nn::detail {
 /// A layer input of element type TX fits a layer of element type T: TX is T or const T
 /// (the layers only read their inputs).
 template <class TX, class T>
-concept elements_of = std::same_as<std::remove_const_t<TX>, T>;
+concept elements_of = shardcast::detail::same_elements_v<TX, T>;
 
 /// Elementwise loops on local pieces (`map`, `zip`, `zip_rows`): the memory space's
 /// `shardcast::detail::elementwise_exec` (host loops in ops/elementwise.hpp, kernels in
