@@ -1,9 +1,8 @@
 #pragma once
 /// @file nn/detail/layout_ops.hpp
 /// Compile-time layout algebra the parallel layers derive their layouts with: build a
-/// layout from per-axis choices, replace one axis' placement, transpose a rank-2 layout
-/// (swap shard<0> and shard<1>), the layout of a column sum, and the layout-mismatch
-/// diagnostic.
+/// layout from per-axis choices, replace one axis' placement, the layout of a column sum,
+/// and the layout-mismatch diagnostic.
 
 #include <type_traits>
 #include <utility>
@@ -33,28 +32,6 @@ struct replace_placement<layout<Ps...>, Axis, P, std::integer_sequence<int, I...
 };
 template <class L, int Axis, class P>
 using replace_placement_t = typename replace_placement<L, Axis, P>::type;
-
-/// The placement of a rank-2 tensor's transpose: shard<0> <-> shard<1>.
-template <class P>
-struct transpose_placement {
-  using type = P;
-};
-template <>
-struct transpose_placement<shard<0>> {
-  using type = shard<1>;
-};
-template <>
-struct transpose_placement<shard<1>> {
-  using type = shard<0>;
-};
-template <class L>
-struct transpose_layout;
-template <class... Ps>
-struct transpose_layout<layout<Ps...>> {
-  using type = layout<typename transpose_placement<Ps>::type...>;
-};
-template <class L>
-using transpose_layout_t = typename transpose_layout<L>::type;
 
 /// The placement of the column sums s[c] = sum_r x[r, c] of a rank-2 tensor: summing a
 /// row-sharded tensor leaves partial sums, a column shard becomes a shard of s.

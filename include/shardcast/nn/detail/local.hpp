@@ -79,41 +79,13 @@ struct embedding_exec<host_memory> {
 template <class Space>
 concept has_embedding_exec = requires { sizeof(embedding_exec<Space>); };
 
-/// The global box of op(X) for a rank-2 piece with box `b`.
-inline box op_box(const box& b, gemm_op t) {
-  if (t == gemm_op::n) return b;
-  box r = b;
-  std::swap(r.off[0], r.off[1]);
-  std::swap(r.ext[0], r.ext[1]);
-  return r;
-}
-
-template <gemm_op Op, class L>
-using op_layout_t = std::conditional_t<Op == gemm_op::t, transpose_layout_t<L>, L>;
-
-/// C = op(A) * op(B) for rank-2 dtensors, through the GEMM hook's transposed form; C's
-/// layout follows the matmul rule table applied to op(A) and op(B). No communication.
+/// C = op(A) * op(B) for rank-2 dtensors: the public matmul<TA, TB> (its layout follows the
+/// matmul rule table applied to op(A) and op(B)). No communication.
 /// @throws layout_error if the inner extents differ
 template <gemm_op TA, gemm_op TB, class T, class LA, class LB, class Mesh, class Gemm>
-dtensor<T, 2, matmul_layout_t<op_layout_t<TA, LA>, op_layout_t<TB, LB>>, Mesh> gemm_op_dtensor(const dtensor<T, 2, LA, Mesh>& a,
-                                                                                                const dtensor<T, 2, LB, Mesh>& b,
-                                                                                                const Gemm& gemm,
-                                                                                                typename Mesh::stream_type s) {
-  using LC = matmul_layout_t<op_layout_t<TA, LA>, op_layout_t<TB, LB>>;
-  const auto ea = a.global_extents(), eb = b.global_extents();
-  const std::int64_t m = TA == gemm_op::n ? ea[0] : ea[1], ka = TA == gemm_op::n ? ea[1] : ea[0];
-  const std::int64_t kb = TB == gemm_op::n ? eb[0] : eb[1], n = TB == gemm_op::n ? eb[1] : eb[0];
-  SHARDCAST_EXPECTS(ka == kb, "shardcast::nn: inner extents differ in a local product (" + std::to_string(ka) + " vs " + std::to_string(kb) +
-                                  "); check the layer's feature sizes against its input");
-  auto c = empty<LC, T>(a.mesh(), std::array<std::int64_t, 2>{m, n}, s);
-  const box ba = op_box(a.local_box(), TA), bb = op_box(b.local_box(), TB), &bc = c.local_box();
-  SHARDCAST_EXPECTS(ba.off[0] == bc.off[0] && ba.ext[0] == bc.ext[0] && bb.off[1] == bc.off[1] && bb.ext[1] == bc.ext[1] &&
-                        ba.off[1] == bb.off[0] && ba.ext[1] == bb.ext[0],
-                    "shardcast::nn: local pieces of a product do not line up (tensors on different meshes?)");
-  // Row strides as stored; at least 1 so a BLAS accepts an empty operand.
-  const std::int64_t lda = std::max<std::int64_t>(1, a.local_box().ext[1]), ldb = std::max<std::int64_t>(1, b.local_box().ext[1]);
-  if (c.local_size() > 0) gemm(TA, TB, bc.ext[0], bc.ext[1], ba.ext[1], a.data(), lda, b.data(), ldb, c.data(), bc.ext[1], false);
-  return c;
+dtensor<T, 2, matmul_layout_t<LA, LB, 2, TA, TB>, Mesh> gemm_op_dtensor(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
+                                                                         const Gemm& gemm, typename Mesh::stream_type s) {
+  return shardcast::matmul<TA, TB>(a, b, gemm, s);
 }
 
 /// Column sums s[c] = sum_r x[r, c] of a rank-2 dtensor, as the GEMM ones[1, rows] * x;
