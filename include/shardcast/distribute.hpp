@@ -6,6 +6,9 @@
 /// `make_view` (no copy, over memory the caller has), `empty`, and `to_global`
 /// (collective: the whole tensor on every rank, partials reduced).
 ///
+/// Extents are a `std::array<std::int64_t, R>` or a braced list of R values (`{4, 6}`), the
+/// same checks for both.
+///
 /// For a partial<sum|prod> axis, distribute, generate and full put the value on
 /// coordinate 0 and the op's identity elsewhere; for avg, max and min every rank holds
 /// the value.
@@ -51,6 +54,15 @@ std::int64_t checked_volume(const std::array<std::int64_t, R>& ext, const char* 
     v *= ext[d];
   }
   return empty ? 0 : v;
+}
+
+/// Extents written as a braced list (`{4, 6}`): the std::array the other forms take. Every
+/// public call that takes `const std::array<std::int64_t, R>&` extents also takes
+/// `const std::int64_t (&)[R]`, whose R a braced list gives (a std::array's R cannot be
+/// deduced from one), and forwards through this; the checks are the std::array form's.
+template <std::size_t R>
+constexpr std::array<std::int64_t, R> to_extents(const std::int64_t (&extents)[R]) {
+  return std::to_array(extents);
 }
 
 /// Element types a dtensor can hold: the ones the communicators know (dtype_of), moved with memcpy.
@@ -235,6 +247,15 @@ dtensor<T, R, L, Mesh> empty_impl(const Mesh& m, const runtime_layout& l, const 
 template <class F, std::size_t R>
 using generated_t = std::remove_cvref_t<std::invoke_result_t<F&, const std::array<std::int64_t, R>&>>;
 
+/// generate with braced extents: f must take the index of R dims, R the length of the list.
+template <class F, std::size_t R>
+constexpr bool check_index_arity() {
+  static_assert(std::is_invocable_v<F&, const std::array<std::int64_t, R>&>,
+                "shardcast::generate: f cannot be called with an index of as many dims as the braced extents have values (a "
+                "const std::array<std::int64_t, R>&, R the length of the list); give one extent per dim of f's index.");
+  return true;
+}
+
 template <int N>
 constexpr runtime_layout all_replicate() {
   runtime_layout l;
@@ -262,6 +283,11 @@ void check_same_extents(const Mesh& m, const std::array<std::int64_t, R>& extent
   const std::string err = detail::local_verdict([&] { detail::checked_volume(extents, "shardcast::check_same_extents"); });
   detail::agree_on_arguments(m, extents, detail::all_replicate<Mesh::naxes>(), err, "shardcast::check_same_extents", s);
 }
+/// The same with braced extents: `check_same_extents(mesh, {6, 8})`.
+template <class Mesh, std::size_t R>
+void check_same_extents(const Mesh& m, const std::int64_t (&extents)[R], typename Mesh::stream_type s = {}) {
+  check_same_extents(m, detail::to_extents(extents), s);
+}
 
 /// Each rank keeps its piece (under `Layout`) of the global row-major tensor `global`.
 /// Collective: every rank of the mesh calls it with the same extents (checked, see
@@ -288,6 +314,15 @@ template <class Layout, class Mesh, class T, std::size_t R>
 auto distribute(const Mesh& m, const std::vector<T>& global, const std::array<std::int64_t, R>& extents, typename Mesh::stream_type s = {}) {
   return distribute<Layout>(m, std::span<const T>(global), extents, s);
 }
+/// The same with braced extents: `distribute<Layout>(m, global, {4, 6})` (a span or a std::vector).
+template <class Layout, class Mesh, class T, std::size_t R>
+auto distribute(const Mesh& m, std::span<T> global, const std::int64_t (&extents)[R], typename Mesh::stream_type s = {}) {
+  return distribute<Layout>(m, global, detail::to_extents(extents), s);
+}
+template <class Layout, class Mesh, class T, std::size_t R>
+auto distribute(const Mesh& m, const std::vector<T>& global, const std::int64_t (&extents)[R], typename Mesh::stream_type s = {}) {
+  return distribute<Layout>(m, std::span<const T>(global), detail::to_extents(extents), s);
+}
 
 /// Dynamic-layout form: the layout is a runtime value (also checked to be the same on every rank).
 /// @throws layout_error on every rank if the layout does not fit, differs between ranks,
@@ -304,6 +339,17 @@ template <class Mesh, class T, std::size_t R>
 auto distribute(const Mesh& m, const runtime_layout& l, const std::vector<T>& global, const std::array<std::int64_t, R>& extents,
                 typename Mesh::stream_type s = {}) {
   return distribute(m, l, std::span<const T>(global), extents, s);
+}
+/// Dynamic-layout forms with braced extents: `distribute(m, l, global, {4, 6})`.
+template <class Mesh, class T, std::size_t R>
+auto distribute(const Mesh& m, const runtime_layout& l, std::span<T> global, const std::int64_t (&extents)[R],
+                typename Mesh::stream_type s = {}) {
+  return distribute(m, l, global, detail::to_extents(extents), s);
+}
+template <class Mesh, class T, std::size_t R>
+auto distribute(const Mesh& m, const runtime_layout& l, const std::vector<T>& global, const std::int64_t (&extents)[R],
+                typename Mesh::stream_type s = {}) {
+  return distribute(m, l, std::span<const T>(global), detail::to_extents(extents), s);
 }
 
 /// A tensor made where it lives: each rank computes only its own piece, with
@@ -339,6 +385,18 @@ dtensor<detail::generated_t<F, R>, static_cast<int>(R), dynamic_layout, Mesh> ge
                                                                                       typename Mesh::stream_type s = {}) {
   return detail::generate_impl<detail::generated_t<F, R>, static_cast<int>(R), dynamic_layout>(m, l, extents, f, "shardcast::generate", s);
 }
+/// `generate` with braced extents, static or dynamic layout: `generate<Layout>(m, {1000, 512}, f)`,
+/// `generate(m, l, {1000, 512}, f)`. f takes the index of as many dims as the list has values.
+template <class Layout, class Mesh, std::size_t R, class F>
+auto generate(const Mesh& m, const std::int64_t (&extents)[R], F&& f, typename Mesh::stream_type s = {}) {
+  static_assert(detail::check_index_arity<F, R>());
+  return generate<Layout>(m, detail::to_extents(extents), std::forward<F>(f), s);
+}
+template <class Mesh, std::size_t R, class F>
+auto generate(const Mesh& m, const runtime_layout& l, const std::int64_t (&extents)[R], F&& f, typename Mesh::stream_type s = {}) {
+  static_assert(detail::check_index_arity<F, R>());
+  return generate(m, l, detail::to_extents(extents), std::forward<F>(f), s);
+}
 
 /// A tensor whose every element is `value` (pass the same value on every rank), made like
 /// `generate`: for a partial<sum|prod> axis the value lies on coordinate 0 and the op's
@@ -359,6 +417,15 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> full(const Mesh& m, const 
                                                            const T& value, typename Mesh::stream_type s = {}) {
   auto f = [&value](const std::array<std::int64_t, R>&) { return value; };
   return detail::generate_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, f, "shardcast::full", s);
+}
+/// `full` with braced extents: `full<Layout>(m, {6, 8}, 1.0f)`, `full(m, l, {6, 8}, 1.0f)`.
+template <class Layout, class Mesh, class T, std::size_t R>
+auto full(const Mesh& m, const std::int64_t (&extents)[R], const T& value, typename Mesh::stream_type s = {}) {
+  return full<Layout>(m, detail::to_extents(extents), value, s);
+}
+template <class Mesh, class T, std::size_t R>
+auto full(const Mesh& m, const runtime_layout& l, const std::int64_t (&extents)[R], const T& value, typename Mesh::stream_type s = {}) {
+  return full(m, l, detail::to_extents(extents), value, s);
 }
 
 /// This rank's piece of a tensor of global `extents` under layout `Layout` on mesh `m`: its
@@ -383,6 +450,15 @@ box local_box(const Mesh& m, const runtime_layout& l, const std::array<std::int6
   l.validate(Mesh::naxes, static_cast<int>(R), "shardcast::local_box");
   detail::checked_volume(extents, "shardcast::local_box");
   return local_box(l, m.shape().data(), m.coords().data(), extents.data(), static_cast<int>(R));
+}
+/// `local_box` with braced extents: `local_box<Layout>(m, {5, 3})`, `local_box(m, l, {5, 3})`.
+template <class Layout, class Mesh, std::size_t R>
+box local_box(const Mesh& m, const std::int64_t (&extents)[R]) {
+  return local_box<Layout>(m, detail::to_extents(extents));
+}
+template <class Mesh, std::size_t R>
+box local_box(const Mesh& m, const runtime_layout& l, const std::int64_t (&extents)[R]) {
+  return local_box(m, l, detail::to_extents(extents));
 }
 
 namespace detail {
@@ -413,6 +489,15 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, std::span
   detail::expect_piece_fits(local_box<Layout>(m, extents), local.size());
   return make_view<Layout>(m, local.data(), extents);
 }
+/// make_view with braced extents, over a pointer or a span: `make_view<Layout>(m, ptr, {4, 6})`.
+template <class Layout, class Mesh, class T, std::size_t R>
+auto make_view(const Mesh& m, T* local, const std::int64_t (&extents)[R]) {
+  return make_view<Layout>(m, local, detail::to_extents(extents));
+}
+template <class Layout, class Mesh, class T, std::size_t E, std::size_t R>
+auto make_view(const Mesh& m, std::span<T, E> local, const std::int64_t (&extents)[R]) {
+  return make_view<Layout>(m, local, detail::to_extents(extents));
+}
 
 /// An owning dtensor with uninitialised local memory.
 /// Local: it does not compare extents between ranks (see check_same_extents).
@@ -421,6 +506,11 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> empty(const Mesh& m, const std::ar
   static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
   detail::checked_volume(extents, "shardcast::empty");
   return detail::empty_impl<T, static_cast<int>(R), Layout>(m, Layout::desc, extents, s);
+}
+/// `empty` with braced extents: `empty<Layout, T>(m, {4, 6})`.
+template <class Layout, class T, class Mesh, std::size_t R>
+auto empty(const Mesh& m, const std::int64_t (&extents)[R], typename Mesh::stream_type s = {}) {
+  return empty<Layout, T>(m, detail::to_extents(extents), s);
 }
 
 /// Dynamic-layout form of `make_view`: `local` is this rank's piece under `l`.
@@ -443,6 +533,15 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, c
   detail::expect_piece_fits(local_box(m, l, extents), local.size());
   return make_view(m, l, local.data(), extents);
 }
+/// Dynamic-layout make_view with braced extents, over a pointer or a span: `make_view(m, l, ptr, {4, 6})`.
+template <class Mesh, class T, std::size_t R>
+auto make_view(const Mesh& m, const runtime_layout& l, T* local, const std::int64_t (&extents)[R]) {
+  return make_view(m, l, local, detail::to_extents(extents));
+}
+template <class Mesh, class T, std::size_t E, std::size_t R>
+auto make_view(const Mesh& m, const runtime_layout& l, std::span<T, E> local, const std::int64_t (&extents)[R]) {
+  return make_view(m, l, local, detail::to_extents(extents));
+}
 
 /// Dynamic-layout form of `empty` (`empty<T>(m, l, extents)`).
 /// @throws layout_error if `l` does not fit the mesh or the rank, or mixes partial ops
@@ -451,6 +550,11 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> empty(const Mesh& m, const
                                                             typename Mesh::stream_type s = {}) {
   detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::empty");
   return detail::empty_impl<T, static_cast<int>(R), dynamic_layout>(m, l, extents, s);
+}
+/// Dynamic-layout `empty` with braced extents: `empty<T>(m, l, {4, 6})`.
+template <class T, class Mesh, std::size_t R>
+auto empty(const Mesh& m, const runtime_layout& l, const std::int64_t (&extents)[R], typename Mesh::stream_type s = {}) {
+  return empty<T>(m, l, detail::to_extents(extents), s);
 }
 
 /// Collective: the whole global tensor on every rank (partial axes reduced). x's elements

@@ -6,7 +6,7 @@
 /// `mesh_ref<N, Comm>` (`m.ref()`): the same mesh through a handle that does not keep it alive.
 ///
 /// @code
-///   auto m = shardcast::make_mesh(comm, std::array<int, 2>{2, 2});  // 4 ranks: (0,0) (0,1) (1,0) (1,1)
+///   auto m = shardcast::make_mesh(comm, {2, 2});  // 4 ranks: (0,0) (0,1) (1,0) (1,1)
 /// @endcode
 
 #include <algorithm>
@@ -275,6 +275,11 @@ class mesh_ref : public detail::mesh_interface<mesh_ref<N, Comm>, N, Comm> {
 template <communicator Comm, std::size_t N>
 mesh<static_cast<int>(N), Comm> make_mesh(Comm comm, const std::array<int, N>& shape) {
   return mesh<static_cast<int>(N), Comm>(std::move(comm), shape);
+}
+/// The same with the shape as a braced list: `make_mesh(comm, {2, 2})`.
+template <communicator Comm, std::size_t N>
+mesh<static_cast<int>(N), Comm> make_mesh(Comm comm, const int (&shape)[N]) {
+  return make_mesh(std::move(comm), std::to_array(shape));
 }
 
 }  // namespace shardcast
