@@ -1,41 +1,53 @@
 #pragma once
 /// @file ops/matmul.hpp
-/// `matmul(a, b)`: distributed C = A * B on one mesh, for A of rank 2 or more and B of
-/// rank 2: A is [..., m, k] (every dim but the last is a row dim, as in a batched
-/// projection `[batch, seq, hidden] @ [hidden, out]`), B is [k, n], C is [..., m, n].
-/// `matmul<gemm_op::n, gemm_op::t>(a, b)` multiplies by B transposed (B stored [n, k], as a
-/// PyTorch `Linear` weight), `matmul<gemm_op::t>(a, b)` by A transposed (A a matrix stored
-/// [k, m]); no transposed copy is made: the local GEMM reads the operand transposed.
+/// `matmul(a, b)`: distributed C = A * B on one mesh. A is [..., m, k] of rank RA >= 2 and
+/// B is either the matrix [k, n] (every dim of A but the last is a row dim, as in a
+/// batched projection `[batch, seq, hidden] @ [hidden, out]`) or of the same rank as A,
+/// [b..., k, n] with the same batch dims b... as A = [b..., m, k] (a batched product, as
+/// attention's per-head `Q K^T`); C is [..., m, n].
+/// `matmul<gemm_op::n, gemm_op::t>(a, b)` multiplies by B transposed (its last two dims
+/// swapped: a matrix stored [n, k], as a PyTorch `Linear` weight), `matmul<gemm_op::t>(a, b)`
+/// by A transposed (A stored [..., k, m]); no transposed copy is made: the local GEMM reads
+/// the operand transposed.
 /// The output layout is computed at compile time, one mesh axis at a time, from the
-/// placements of op(A) and op(B) (a transposed matrix's shard<0> is op's shard<1>, and
-/// back). With A of rank RA:
+/// placements of op(A) and op(B) (a transposed operand's shard on one of its last two dims
+/// is op's shard on the other). With A of rank RA, and the batch dims d < RB-2 (none for a
+/// matrix B), which both operands shard alike:
 ///
-/// | op(A) placement    | op(B) placement | C placement      |
-/// |--------------------|-----------------|------------------|
-/// | shard<d>, d < RA-1 | replicate       | shard<d>         |
-/// | replicate          | shard<1>        | shard<RA-1>      |
-/// | shard<RA-1>        | shard<0>        | partial<sum>     |
-/// | replicate          | replicate       | replicate        |
-/// | partial<sum>       | replicate       | partial<sum>     |
-/// | replicate          | partial<sum>    | partial<sum>     |
+/// | op(A) placement              | op(B) placement | C placement  |
+/// |------------------------------|-----------------|--------------|
+/// | shard<d>, d < RB-2 (batch)   | shard<d>        | shard<d>     |
+/// | shard<d>, RB-2 <= d < RA-1   | replicate       | shard<d>     |
+/// | replicate                    | shard<RB-1>     | shard<RA-1>  |
+/// | shard<RA-1>                  | shard<RB-2>     | partial<sum> |
+/// | replicate                    | replicate       | replicate    |
+/// | partial<sum>                 | replicate       | partial<sum> |
+/// | replicate                    | partial<sum>    | partial<sum> |
 ///
-/// For matrices (RA = 2) the first three rows read (shard<0>, replicate) -> shard<0>,
-/// (replicate, shard<1>) -> shard<1> and (shard<1>, shard<0>) -> partial<sum>.
+/// A batch dim sharded in one operand only is refused: over several mesh axes the pieces
+/// of the two would not nest (a balanced split of a split is not a piece of the other
+/// split), and sharding the replicated operand is a local slice.
+///
+/// For matrices (RA = RB = 2) this reads (shard<0>, replicate) -> shard<0>, (replicate,
+/// shard<1>) -> shard<1> and (shard<1>, shard<0>) -> partial<sum>, plus the last three rows.
 /// Any other pair is a compile error naming the mesh axis (in the instantiation of
 /// `matmul_illegal_on_mesh_axis<Axis, PA, PB>`, or for a batched or transposed product
-/// `matmul_op_illegal_on_mesh_axis<Axis, PA, PB, RankA, OpA, OpB>`) and the redistribute
-/// that fixes it. With a `dynamic_layout` operand the same table is applied at run time: C
-/// has a `dynamic_layout`, and an illegal pair throws `layout_error` naming the axis and
-/// both placements.
-/// No communication happens inside matmul: every rank multiplies its local pieces with one
-/// local GEMM call (a pluggable functor; the default is a cache-blocked host GEMM). The
-/// row dims of A's local piece are contiguous, so a batched A is one [rows, k] GEMM.
+/// `matmul_op_illegal_on_mesh_axis<Axis, PA, PB, RankA, RankB, OpA, OpB>`) and the
+/// redistribute that fixes it. With a `dynamic_layout` operand the same table is applied at
+/// run time: C has a `dynamic_layout`, and an illegal pair throws `layout_error` naming the
+/// axis and both placements.
+/// No communication happens inside matmul: every rank multiplies its local pieces with a
+/// local GEMM (a pluggable functor; the default is a cache-blocked host GEMM). With a
+/// matrix B the row dims of A's local piece are contiguous, so that is one [rows, k] GEMM;
+/// a batched product is one GEMM per batch element of C's local piece.
 ///
 /// @code
 ///   using row = sc::layout<sc::shard<0>, sc::replicate>;
 ///   auto c = sc::matmul(a /* row */, b /* layout<replicate, replicate> */);  // c: row
 ///   // y = x W^T with W stored [out, in], sharded over its rows (column parallel):
 ///   auto y = sc::matmul<sc::gemm_op::n, sc::gemm_op::t>(x /* [b, s, in], R */, w /* [out, in], S(0) */);  // y: S(2)
+///   // attention scores per head: q, k [batch, heads, seq, dh], heads sharded:
+///   auto s = sc::matmul<sc::gemm_op::n, sc::gemm_op::t>(q /* S(1) */, k /* S(1) */);  // s [batch, heads, seq, seq]: S(1)
 /// @endcode
 
 #include <algorithm>
@@ -74,37 +86,42 @@ struct matmul_illegal_on_mesh_axis {
 };
 
 /// The same for a batched (A of rank RankA > 2) or transposed product: PA and PB are the
-/// placements as stored, OpA and OpB whether each operand is read transposed.
-template <int Axis, class PA, class PB, int RankA, gemm_op OpA, gemm_op OpB>
+/// placements as stored, RankB is B's rank, OpA and OpB whether each operand is read
+/// transposed.
+template <int Axis, class PA, class PB, int RankA, int RankB, gemm_op OpA, gemm_op OpB>
 struct matmul_op_illegal_on_mesh_axis {
   static_assert(dependent_false<PA, PB>,
                 "shardcast::matmul: illegal (A, B) placement pair on the mesh axis named in matmul_op_illegal_on_mesh_axis<Axis, PA, PB, "
-                "RankA, OpA, OpB>. The table applies to op(A) [..., m, k] of rank RankA and op(B) [k, n], where a transposed matrix "
-                "(gemm_op::t) has its shard<0> and shard<1> swapped. Legal pairs on each axis (op(A), op(B)) -> C: (shard<d>, replicate) "
-                "-> shard<d> for a row dim d < RankA-1; (replicate, shard<1>) -> shard<RankA-1>; (shard<RankA-1>, shard<0>) -> "
-                "partial<sum>; (replicate, replicate) -> replicate; (partial<sum>, replicate) -> partial<sum>; (replicate, partial<sum>) "
-                "-> partial<sum>. Redistribute A or B first so the pair on that axis is one of these.");
+                "RankA, RankB, OpA, OpB>. The table applies to op(A) [..., m, k] of rank RankA and op(B) [k, n] or [b..., k, n] of "
+                "rank RankB, where a transposed operand (gemm_op::t) has the shards of its last two dims swapped. Legal pairs on each "
+                "axis (op(A), op(B)) -> C: (shard<d>, shard<d>) -> shard<d> for a batch dim d < RankB-2 (both operands shard it); "
+                "(shard<d>, replicate) -> shard<d> for a row dim RankB-2 <= d < RankA-1; (replicate, shard<RankB-1>) -> shard<RankA-1>; (shard<RankA-1>, "
+                "shard<RankB-2>) -> partial<sum>; (replicate, replicate) -> replicate; (partial<sum>, replicate) -> partial<sum>; "
+                "(replicate, partial<sum>) -> partial<sum>. Redistribute A or B first so the pair on that axis is one of these.");
   using type = replicate;
 };
 
-/// The placement of op(X) for X's placement `p` as stored: a transposed matrix swaps its
-/// dims 0 and 1.
-constexpr placement_desc operand_placement(const placement_desc& p, gemm_op o) {
-  return o == gemm_op::t && (p.is_shard(0) || p.is_shard(1)) ? placement_desc::make_shard(1 - p.dim) : p;
+/// The placement of op(X) for X's placement `p` as stored, X of rank `r`: a transposed
+/// operand swaps its last two dims.
+constexpr placement_desc operand_placement(const placement_desc& p, int r, gemm_op o) {
+  if (o == gemm_op::n || !p.is_shard() || p.dim < r - 2) return p;
+  return placement_desc::make_shard(p.dim == r - 1 ? r - 2 : r - 1);
 }
 
 /// matmul on one mesh axis: C's placement for A placement `pa` and B placement `pb` (as
-/// stored), with A of rank `ra` and the operands read as `oa`/`ob`, or op_rule::matmul_pair
-/// when the pair is not in the table above. One source for the compile-time layouts
-/// (matmul_rule) and the run-time checks of dynamic_layout operands.
-constexpr axis_rule matmul_axis_rule(const placement_desc& pa, const placement_desc& pb, int ra = 2, gemm_op oa = gemm_op::n,
-                                     gemm_op ob = gemm_op::n) {
+/// stored), with A of rank `ra`, B of rank `rb` (2, or `ra` for a batched product) and the
+/// operands read as `oa`/`ob`, or op_rule::matmul_pair when the pair is not in the table
+/// above. One source for the compile-time layouts (matmul_rule) and the run-time checks of
+/// dynamic_layout operands.
+constexpr axis_rule matmul_axis_rule(const placement_desc& pa, const placement_desc& pb, int ra = 2, int rb = 2,
+                                     gemm_op oa = gemm_op::n, gemm_op ob = gemm_op::n) {
   const placement_desc sum_partial = placement_desc::make_partial(reduce_op::sum);
-  const placement_desc a = operand_placement(pa, oa), b = operand_placement(pb, ob);
-  const int kd = ra - 1;  // A's contracted dim
-  if (a.is_shard() && a.dim < kd && b.is_replicate()) return {op_rule::ok, a};
-  if (a.is_replicate() && b.is_shard(1)) return {op_rule::ok, placement_desc::make_shard(kd)};
-  if (a.is_shard(kd) && b.is_shard(0)) return {op_rule::ok, sum_partial};
+  const placement_desc a = operand_placement(pa, ra, oa), b = operand_placement(pb, rb, ob);
+  const int kd = ra - 1, nb = rb - 2;  // A's contracted dim, B's batch dims
+  if (a.is_shard() && a.dim < nb && a == b) return {op_rule::ok, a};
+  if (a.is_shard() && a.dim >= nb && a.dim < kd && b.is_replicate()) return {op_rule::ok, a};
+  if (a.is_replicate() && b.is_shard(rb - 1)) return {op_rule::ok, placement_desc::make_shard(kd)};
+  if (a.is_shard(kd) && b.is_shard(rb - 2)) return {op_rule::ok, sum_partial};
   if (a.is_replicate() && b.is_replicate()) return {op_rule::ok, a};
   if (a == sum_partial && b.is_replicate()) return {op_rule::ok, a};
   if (a.is_replicate() && b == sum_partial) return {op_rule::ok, b};
@@ -112,117 +129,124 @@ constexpr axis_rule matmul_axis_rule(const placement_desc& pa, const placement_d
 }
 
 /// matmul's verdict on whole layouts: C's layout, or the first axis whose pair is illegal.
-constexpr layout_rule matmul_rules(const runtime_layout& a, const runtime_layout& b, int ra = 2, gemm_op oa = gemm_op::n,
+constexpr layout_rule matmul_rules(const runtime_layout& a, const runtime_layout& b, int ra = 2, int rb = 2, gemm_op oa = gemm_op::n,
                                    gemm_op ob = gemm_op::n) {
-  return fold_axes(a.naxes, [&](int i) { return matmul_axis_rule(a[i], b[i], ra, oa, ob); });
+  return fold_axes(a.naxes, [&](int i) { return matmul_axis_rule(a[i], b[i], ra, rb, oa, ob); });
 }
 
 /// Per-axis rule: `type` is C's placement on mesh axis `Axis` for A placement PA and B
 /// placement PB (matmul_axis_rule), or the error struct's when the pair is illegal.
-template <int Axis, class PA, class PB, int RA = 2, gemm_op OA = gemm_op::n, gemm_op OB = gemm_op::n>
+template <int Axis, class PA, class PB, int RA = 2, int RB = 2, gemm_op OA = gemm_op::n, gemm_op OB = gemm_op::n>
 struct matmul_rule {
-  static constexpr axis_rule r = matmul_axis_rule(PA::desc, PB::desc, RA, OA, OB);
-  using error = std::conditional_t<RA == 2 && OA == gemm_op::n && OB == gemm_op::n, matmul_illegal_on_mesh_axis<Axis, PA, PB>,
-                                   matmul_op_illegal_on_mesh_axis<Axis, PA, PB, RA, OA, OB>>;
+  static constexpr axis_rule r = matmul_axis_rule(PA::desc, PB::desc, RA, RB, OA, OB);
+  using error = std::conditional_t<RA == 2 && RB == 2 && OA == gemm_op::n && OB == gemm_op::n, matmul_illegal_on_mesh_axis<Axis, PA, PB>,
+                                   matmul_op_illegal_on_mesh_axis<Axis, PA, PB, RA, RB, OA, OB>>;
   using type = typename std::conditional_t<r.err == op_rule::ok, placement_from_impl<r.out.kind, r.out.dim, r.out.op>, error>::type;
 };
 
-template <class LA, class LB, int RA, gemm_op OA, gemm_op OB, class Seq>
+template <class LA, class LB, int RA, int RB, gemm_op OA, gemm_op OB, class Seq>
 struct matmul_layout_impl;
-template <class... PA, class... PB, int RA, gemm_op OA, gemm_op OB, int... I>
-struct matmul_layout_impl<layout<PA...>, layout<PB...>, RA, OA, OB, std::integer_sequence<int, I...>> {
-  using type = layout<typename matmul_rule<I, PA, PB, RA, OA, OB>::type...>;
+template <class... PA, class... PB, int RA, int RB, gemm_op OA, gemm_op OB, int... I>
+struct matmul_layout_impl<layout<PA...>, layout<PB...>, RA, RB, OA, OB, std::integer_sequence<int, I...>> {
+  using type = layout<typename matmul_rule<I, PA, PB, RA, RB, OA, OB>::type...>;
 };
 
 /// The legal (A, B) -> C pairs of the table above in terms of the stored placements, for
 /// the run-time message.
-inline std::string matmul_pairs_text(int ra, gemm_op oa, gemm_op ob) {
+inline std::string matmul_pairs_text(int ra, int rb, gemm_op oa, gemm_op ob) {
+  // The stored dim of op(X)'s dim d (X of rank r read as o).
+  const auto stored = [](int d, int r, gemm_op o) { return o == gemm_op::n || d < r - 2 ? d : (d == r - 1 ? r - 2 : r - 1); };
   const auto s = [](int d) { return "S(" + std::to_string(d) + ")"; };
   const int kd = ra - 1;
   std::string t;
-  for (int d = 0; d < kd; ++d) t += "(" + s(oa == gemm_op::t ? 1 - d : d) + ", R) -> " + s(d) + ", ";
-  t += "(R, " + s(ob == gemm_op::t ? 0 : 1) + ") -> " + s(kd) + ", ";
-  t += "(" + s(oa == gemm_op::t ? 0 : kd) + ", " + s(ob == gemm_op::t ? 1 : 0) + ") -> P(sum), ";
+  for (int d = 0; d < rb - 2; ++d) t += "(" + s(d) + ", " + s(d) + ") -> " + s(d) + ", ";
+  for (int d = rb - 2; d < kd; ++d) t += "(" + s(stored(d, ra, oa)) + ", R) -> " + s(d) + ", ";
+  t += "(R, " + s(stored(rb - 1, rb, ob)) + ") -> " + s(kd) + ", ";
+  t += "(" + s(stored(kd, ra, oa)) + ", " + s(stored(rb - 2, rb, ob)) + ") -> P(sum), ";
   return t + "(R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum)";
 }
 
-/// Throws layout_error describing `r` unless it is ok (the pairs listed for this rank of A
-/// and these transpositions).
-inline void expect_matmul_legal(const char* who, const layout_rule& r, const runtime_layout& a, const runtime_layout& b, int ra, gemm_op oa,
-                                gemm_op ob) {
+/// Throws layout_error describing `r` unless it is ok (the pairs listed for these ranks and
+/// transpositions).
+inline void expect_matmul_legal(const char* who, const layout_rule& r, const runtime_layout& a, const runtime_layout& b, int ra, int rb,
+                                gemm_op oa, gemm_op ob) {
   if (r.err == op_rule::ok) return;
-  if (ra == 2 && oa == gemm_op::n && ob == gemm_op::n) expect_legal(who, r, a, b);
+  if (ra == 2 && rb == 2 && oa == gemm_op::n && ob == gemm_op::n) expect_legal(who, r, a, b);
   throw layout_error(std::string(who) + ": layouts \"" + to_string(a) + "\" and \"" + to_string(b) + "\": on mesh axis " +
-                     std::to_string(r.axis) + " A is " + to_string(a[r.axis]) + " and B is " + to_string(b[r.axis]) + " (as stored" + (oa == gemm_op::t ? ", A read transposed" : "") +
-                     (ob == gemm_op::t ? ", B read transposed" : "") + "), which matmul does not take; the legal (A, B) -> C pairs on each "
-                     "axis are " + matmul_pairs_text(ra, oa, ob) + ", so redistribute A or B first (e.g. to R on that axis)");
+                     std::to_string(r.axis) + " A is " + to_string(a[r.axis]) + " and B is " + to_string(b[r.axis]) + " (as stored" +
+                     (oa == gemm_op::t ? ", A read transposed" : "") + (ob == gemm_op::t ? ", B read transposed" : "") +
+                     "), which matmul does not take; the legal (A, B) -> C pairs on each axis are " + matmul_pairs_text(ra, rb, oa, ob) +
+                     ", so redistribute A or B first (e.g. to R on that axis)");
 }
 
-/// The box (or extents) of op(X) for X's as stored: a transposed matrix swaps dims 0 and 1.
+/// The box of op(X) for X's box as stored: a transposed operand swaps its last two dims.
 inline box operand_box(box b, gemm_op o) {
   if (o == gemm_op::t) {
-    std::swap(b.off[0], b.off[1]);
-    std::swap(b.ext[0], b.ext[1]);
+    std::swap(b.off[b.rank - 2], b.off[b.rank - 1]);
+    std::swap(b.ext[b.rank - 2], b.ext[b.rank - 1]);
   }
   return b;
 }
+/// The extents of op(X) for X's as stored.
 template <std::size_t R>
 std::array<std::int64_t, R> operand_extents(std::array<std::int64_t, R> e, gemm_op o) {
-  if constexpr (R == 2)
-    if (o == gemm_op::t) std::swap(e[0], e[1]);
+  if (o == gemm_op::t) std::swap(e[R - 2], e[R - 1]);
   return e;
 }
 }  // namespace detail
 
-/// The layout of matmul(A, B) for A of layout LA and B of layout LB (same number of axes),
-/// A of rank RankA and the operands read as OpA and OpB (gemm_op::t: transposed).
-template <class LA, class LB, int RankA = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
+/// The layout of matmul(A, B) for A of layout LA and rank RankA, B of layout LB and rank
+/// RankB (2, or RankA for a batched product), the operands read as OpA and OpB
+/// (gemm_op::t: transposed).
+template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
 struct matmul_layout {
   static_assert(layout_type<LA> && layout_type<LB>,
                 "shardcast::matmul_layout: both layouts must be compile-time layouts (layout<P...>); with a dynamic_layout operand "
                 "matmul returns a dynamic_layout tensor (matmul_result_layout_t)");
   static_assert(LA::naxes == LB::naxes, "shardcast::matmul: A and B must live on the same mesh (same number of axes).");
-  using type = typename detail::matmul_layout_impl<LA, LB, RankA, OpA, OpB, std::make_integer_sequence<int, LA::naxes>>::type;
+  using type = typename detail::matmul_layout_impl<LA, LB, RankA, RankB, OpA, OpB, std::make_integer_sequence<int, LA::naxes>>::type;
 };
-/// Shorthand for matmul_layout<LA, LB, RankA, OpA, OpB>::type.
-template <class LA, class LB, int RankA = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
-using matmul_layout_t = typename matmul_layout<LA, LB, RankA, OpA, OpB>::type;
+/// Shorthand for matmul_layout<LA, LB, RankA, RankB, OpA, OpB>::type.
+template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
+using matmul_layout_t = typename matmul_layout<LA, LB, RankA, RankB, OpA, OpB>::type;
 
-/// The layout type of matmul's result: matmul_layout_t<LA, LB, RankA, OpA, OpB> for two
-/// compile-time layouts, dynamic_layout when either operand has a dynamic_layout (its
+/// The layout type of matmul's result: matmul_layout_t<LA, LB, RankA, RankB, OpA, OpB> for
+/// two compile-time layouts, dynamic_layout when either operand has a dynamic_layout (its
 /// layout value is then checked and computed at run time, with the same rules).
-template <class LA, class LB, int RankA = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
+template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
 struct matmul_result_layout : std::conditional_t<detail::is_dynamic_v<LA> || detail::is_dynamic_v<LB>, std::type_identity<dynamic_layout>,
-                                                 matmul_layout<LA, LB, RankA, OpA, OpB>> {};
-template <class LA, class LB, int RankA = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
-using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, OpA, OpB>::type;
+                                                 matmul_layout<LA, LB, RankA, RankB, OpA, OpB>> {};
+template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
+using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, RankB, OpA, OpB>::type;
 
 /// C = op(A) * op(B) (see the file comment): OpA/OpB = gemm_op::t reads that operand
-/// transposed. A is [..., m, k] (rank RA >= 2; a transposed A must be a matrix [k, m]), B
-/// is [k, n] ([n, k] when transposed), both on the same mesh; C is [..., m, n]. No
-/// communication. Either operand may have a dynamic_layout; C then has one too, and an
-/// illegal pair of layouts throws instead of failing to compile.
+/// transposed (its last two dims swapped). A is [..., m, k] (rank RA >= 2), B is [k, n] or,
+/// for a batched product, [b..., k, n] of rank RA with A = [b..., m, k]; both on the same
+/// mesh; C is [..., m, n]. A transposed A of rank > 2 needs a batched B. No communication.
+/// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
+/// layouts throws instead of failing to compile.
 /// @param gemm local GEMM functor (ops/gemm.hpp): called as gemm(m, n, k, a, lda, b, ldb,
 ///        c, ldc) when neither operand is transposed and that form exists, else as
 ///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false); row-major pointers in the
 ///        mesh's memory space, lda/ldb the row strides as stored; it must overwrite c.
 ///        Device backends pass their own (e.g. a cuBLAS wrapper).
 /// @param s stream C is allocated on (device meshes; the GEMM functor carries its own stream)
-/// @throws layout_error if the operands live on different meshes, if the inner extents
-///         differ, or (dynamic layouts) if the pair of placements on some mesh axis is not
-///         in the table above (the message names the axis and both placements)
-template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && !std::is_same_v<Gemm, typename Mesh::stream_type>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                               const dtensor<TB, 2, LB, Mesh>& b, Gemm gemm = {},
-                                                                                               typename Mesh::stream_type s = {}) {
+/// @throws layout_error if the operands live on different meshes, if the inner extents or
+///         the batch extents differ, or (dynamic layouts) if the pair of placements on some
+///         mesh axis is not in the table above (the message names the axis and both placements)
+template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<Gemm, typename Mesh::stream_type>)
+dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                   const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                                   Gemm gemm = {},
+                                                                                                   typename Mesh::stream_type s = {}) {
   using T = std::remove_const_t<TA>;
-  static_assert(OpA == gemm_op::n || RA == 2,
-                "shardcast::matmul<gemm_op::t, ...>: a transposed A must be a matrix (rank 2, stored [k, m]); for a batched A, "
-                "transpose it first with transpose<...>(a).");
+  static_assert(OpA == gemm_op::n || RA == RB,
+                "shardcast::matmul<gemm_op::t, ...>: a transposed A of rank > 2 needs a batched B of the same rank; with a matrix B, "
+                "transpose A first with transpose<...>(a).");
   static_assert(detail::same_elements_v<TA, TB>,
                 "shardcast::matmul: A and B have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  using LC = matmul_result_layout_t<LA, LB, RA, OpA, OpB>;
+  using LC = matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>;
   constexpr const char* who = "shardcast::matmul";
   constexpr bool plain = OpA == gemm_op::n && OpB == gemm_op::n;
   constexpr bool nine = std::is_invocable_v<Gemm&, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t,
@@ -237,65 +261,80 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, OpA, OpB
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
   detail::expect_same_mesh(who, a.mesh(), b.mesh(), "A", "B");
   const auto ea = detail::operand_extents(a.global_extents(), OpA), eb = detail::operand_extents(b.global_extents(), OpB);
-  constexpr std::size_t kd = static_cast<std::size_t>(RA - 1);
-  if (ea[kd] != eb[0]) {
-    std::string sa = detail::describe_extents(a.global_extents()), sb = detail::describe_extents(b.global_extents());
+  constexpr int kd = RA - 1, nb = RB - 2;  // A's contracted dim, the batch dims
+  bool fits = ea[kd] == eb[RB - 2];
+  for (int d = 0; d < nb; ++d) fits = fits && ea[d] == eb[d];
+  if (!fits) {
+    const std::string sa = detail::describe_extents(a.global_extents()), sb = detail::describe_extents(b.global_extents());
     throw layout_error(std::string(who) + ": A is " + sa + (OpA == gemm_op::t ? " (read transposed)" : "") + " but B is " + sb +
                        (OpB == gemm_op::t ? " (read transposed)" : "") + "; op(A)'s last extent (" + std::to_string(ea[kd]) +
-                       ") must equal op(B)'s rows (" + std::to_string(eb[0]) + ")");
+                       ") must equal op(B)'s rows (" + std::to_string(eb[RB - 2]) + ")" +
+                       (nb > 0 ? std::string(", and the batch extents (all but the last two) must be equal") : std::string()));
   }
   runtime_layout lc{};
   if constexpr (std::is_same_v<LC, dynamic_layout>) {
-    const detail::layout_rule r = detail::matmul_rules(a.layout(), b.layout(), RA, OpA, OpB);
-    detail::expect_matmul_legal(who, r, a.layout(), b.layout(), RA, OpA, OpB);
+    const detail::layout_rule r = detail::matmul_rules(a.layout(), b.layout(), RA, RB, OpA, OpB);
+    detail::expect_matmul_legal(who, r, a.layout(), b.layout(), RA, RB, OpA, OpB);
     lc = r.out;
   }
   std::array<std::int64_t, static_cast<std::size_t>(RA)> ec = ea;
-  ec[kd] = eb[1];
+  ec[kd] = eb[RB - 1];
   auto c = detail::make_output<T, RA, LC>(a.mesh(), ec, lc, s);
   const box ba = detail::operand_box(a.local_box(), OpA), bb = detail::operand_box(b.local_box(), OpB);
   const box& bc = c.local_box();
   // Same balanced split over the same axes, so the boxes line up; checked for safety.
-  bool lined_up = bb.off[1] == bc.off[kd] && bb.ext[1] == bc.ext[kd] && ba.off[kd] == bb.off[0] && ba.ext[kd] == bb.ext[0];
-  for (std::size_t d = 0; d < kd; ++d) lined_up = lined_up && ba.off[d] == bc.off[d] && ba.ext[d] == bc.ext[d];
+  bool lined_up = bb.off[RB - 1] == bc.off[kd] && bb.ext[RB - 1] == bc.ext[kd] && ba.off[kd] == bb.off[RB - 2] && ba.ext[kd] == bb.ext[RB - 2];
+  for (int d = 0; d < kd; ++d) lined_up = lined_up && ba.off[d] == bc.off[d] && ba.ext[d] == bc.ext[d];
+  for (int d = 0; d < nb; ++d) lined_up = lined_up && bb.off[d] == bc.off[d] && bb.ext[d] == bc.ext[d];
   SHARDCAST_EXPECTS(lined_up, "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
   if (c.local_size() == 0) return c;
-  std::int64_t rows = 1;  // A's local row dims, flattened: they are contiguous in its piece
-  for (std::size_t d = 0; d < kd; ++d) rows *= ba.ext[d];
   // Row strides as stored, at least 1, so a BLAS accepts an empty piece of the contracted dim
   // (k = 0 on this rank, C not empty): BLAS requires lda >= max(1, its column count).
-  const std::int64_t lda = std::max<std::int64_t>(1, a.local_box().ext[kd]), ldb = std::max<std::int64_t>(1, b.local_box().ext[1]);
-  if constexpr (plain && nine)
-    gemm(rows, bc.ext[kd], ba.ext[kd], a.data(), lda, b.data(), ldb, c.data(), bc.ext[kd]);
-  else
-    gemm(OpA, OpB, rows, bc.ext[kd], ba.ext[kd], a.data(), lda, b.data(), ldb, c.data(), bc.ext[kd], false);
+  const std::int64_t lda = std::max<std::int64_t>(1, a.local_box().ext[RA - 1]), ldb = std::max<std::int64_t>(1, b.local_box().ext[RB - 1]);
+  const std::int64_t n = bc.ext[kd], k = ba.ext[kd];
+  const auto call = [&](std::int64_t m, const T* pa, const T* pb, T* pc) {
+    if constexpr (plain && nine)
+      gemm(m, n, k, pa, lda, pb, ldb, pc, n);
+    else
+      gemm(OpA, OpB, m, n, k, pa, lda, pb, ldb, pc, n, false);
+  };
+  if constexpr (nb == 0) {
+    std::int64_t rows = 1;  // A's local row dims, flattened: they are contiguous in its piece
+    for (int d = 0; d < kd; ++d) rows *= ba.ext[d];
+    call(rows, a.data(), b.data(), c.data());
+  } else {
+    // One GEMM per batch element of the pieces (the same batch box in A, B and C).
+    std::int64_t batches = 1;
+    for (int d = 0; d < nb; ++d) batches *= bc.ext[d];
+    const std::int64_t m = bc.ext[kd - 1], per_a = m * k, per_b = k * n, per_c = m * n;
+    for (std::int64_t i = 0; i < batches; ++i) call(m, a.data() + i * per_a, b.data() + i * per_b, c.data() + i * per_c);
+  }
   return c;
 }
 
 /// C = A * B: matmul<gemm_op::n, gemm_op::n>(a, b, gemm, s) (see above).
-template <class TA, class TB, int RA, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && !std::is_same_v<Gemm, typename Mesh::stream_type>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                     const dtensor<TB, 2, LB, Mesh>& b, Gemm gemm = {},
-                                                                                     typename Mesh::stream_type s = {}) {
+template <class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<Gemm, typename Mesh::stream_type>)
+dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                         const dtensor<TB, RB, LB, Mesh>& b, Gemm gemm = {},
+                                                                                         typename Mesh::stream_type s = {}) {
   return matmul<gemm_op::n, gemm_op::n>(a, b, std::move(gemm), s);
 }
 
 /// Operands of the wrong ranks: a compile-time message.
 template <class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, class... Rest>
-  requires(RA < 2 || RB != 2)
+  requires(RA < 2 || (RB != 2 && RB != RA))
 void matmul(const dtensor<TA, RA, LA, Mesh>&, const dtensor<TB, RB, LB, Mesh>&, Rest&&...) {
-  static_assert(RA >= 2 && RB == 2,
+  static_assert(RA >= 2 && (RB == 2 || RB == RA),
                 "shardcast::matmul: A must have rank 2 or more ([..., m, k]; every dim but the last is a row dim) and B must be a "
-                "matrix (rank 2: [k, n]); a vector is a [1, n] or [n, 1] matrix.");
+                "matrix ([k, n]) or have A's rank ([b..., k, n], a batched product with A = [b..., m, k]); a vector is a [1, n] or "
+                "[n, 1] matrix.");
 }
-/// The same for the transposed forms.
+/// The same for the transposed forms (the message above).
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, class... Rest>
-  requires(RA < 2 || RB != 2)
-void matmul(const dtensor<TA, RA, LA, Mesh>&, const dtensor<TB, RB, LB, Mesh>&, Rest&&...) {
-  static_assert(RA >= 2 && RB == 2,
-                "shardcast::matmul: A must have rank 2 or more ([..., m, k]; every dim but the last is a row dim) and B must be a "
-                "matrix (rank 2: [k, n]); a vector is a [1, n] or [n, 1] matrix.");
+  requires(RA < 2 || (RB != 2 && RB != RA))
+void matmul(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, Mesh>& b, Rest&&...) {
+  matmul(a, b);
 }
 
 namespace detail {
@@ -308,11 +347,11 @@ struct default_gemm;
 /// Device meshes: C = op(A) * op(B) with the default device GEMM (cuBLAS on `stream`;
 /// include <shardcast/cuda/gemm.hpp> and link CUDA::cublas). C is allocated on `stream`.
 /// @throws layout_error if the inner extents differ; cuda_error if cuBLAS fails
-template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, class LA, class LB, class Mesh>
-  requires(RA >= 2 && !std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                               const dtensor<TB, 2, LB, Mesh>& b,
-                                                                                               typename Mesh::stream_type stream) {
+template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh>
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<typename Mesh::memory_space, host_memory>)
+dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                   const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                                   typename Mesh::stream_type stream) {
   using space = typename Mesh::memory_space;
   static_assert(requires { detail::default_gemm<space>::make(std::declval<typename Mesh::stream_type>()); },
                 "shardcast::matmul(a, b, stream): no default GEMM for this memory space; include <shardcast/cuda/gemm.hpp> "
@@ -320,11 +359,11 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, OpA, OpB
   return matmul<OpA, OpB>(a, b, detail::default_gemm<space>::make(stream), stream);
 }
 /// Device meshes: C = A * B with the default device GEMM (see above).
-template <class TA, class TB, int RA, class LA, class LB, class Mesh>
-  requires(RA >= 2 && !std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                     const dtensor<TB, 2, LB, Mesh>& b,
-                                                                                     typename Mesh::stream_type stream) {
+template <class TA, class TB, int RA, int RB, class LA, class LB, class Mesh>
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<typename Mesh::memory_space, host_memory>)
+dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                         const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                         typename Mesh::stream_type stream) {
   return matmul<gemm_op::n, gemm_op::n>(a, b, stream);
 }
 

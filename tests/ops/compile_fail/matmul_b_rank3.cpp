@@ -1,4 +1,4 @@
-// expect: static assertion failed: shardcast::matmul: A must have rank 2 or more \(\[\.\.\., m, k\]; every dim but the last is a row dim\) and B must be a matrix
+// expect: static assertion failed: shardcast::matmul: A must have rank 2 or more \(\[\.\.\., m, k\]; every dim but the last is a row dim\) and B must be a matrix \(\[k, n\]\) or have A.s rank
 // A [6, 4] times B [4, 5, 2] (rank 3).
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>

@@ -1,4 +1,4 @@
-// expect: matmul_op_illegal_on_mesh_axis<1, shardcast::shard<1>, shardcast::shard<0>, 3, shardcast::gemm_op::n, shardcast::gemm_op::t ?>.*static assertion failed: shardcast::matmul: illegal \(A, B\) placement pair
+// expect: matmul_op_illegal_on_mesh_axis<1, shardcast::shard<1>, shardcast::shard<0>, 3, 2, shardcast::gemm_op::n, shardcast::gemm_op::t ?>.*static assertion failed: shardcast::matmul: illegal \(A, B\) placement pair
 // x [b, s, h] sharded over s on axis 1, W stored [out, in] sharded over its rows there:
 // the pair (row shard, column shard of op(W)) has no local product on that axis.
 #include <shardcast/comm/host.hpp>

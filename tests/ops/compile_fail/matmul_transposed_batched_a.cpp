@@ -1,4 +1,4 @@
-// expect: static assertion failed: shardcast::matmul<gemm_op::t, \.\.\.>: a transposed A must be a matrix \(rank 2, stored \[k, m\]\)
+// expect: static assertion failed: shardcast::matmul<gemm_op::t, \.\.\.>: a transposed A of rank > 2 needs a batched B of the same rank
 // A [2, 3, 4] read transposed: only a matrix can be.
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>

@@ -83,7 +83,7 @@ concept has_embedding_exec = requires { sizeof(embedding_exec<Space>); };
 /// matmul rule table applied to op(A) and op(B)). No communication.
 /// @throws layout_error if the inner extents differ
 template <gemm_op TA, gemm_op TB, class T, class LA, class LB, class Mesh, class Gemm>
-dtensor<T, 2, matmul_layout_t<LA, LB, 2, TA, TB>, Mesh> gemm_op_dtensor(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
+dtensor<T, 2, matmul_layout_t<LA, LB, 2, 2, TA, TB>, Mesh> gemm_op_dtensor(const dtensor<T, 2, LA, Mesh>& a, const dtensor<T, 2, LB, Mesh>& b,
                                                                          const Gemm& gemm, typename Mesh::stream_type s) {
   return shardcast::matmul<TA, TB>(a, b, gemm, s);
 }
