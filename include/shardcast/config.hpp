@@ -12,6 +12,15 @@
 #define SHARDCAST_HOST_DEVICE
 #endif
 
+/// A namespace-scope constant object (the fn:: functors) that host code and device code
+/// can both use: nvcc's device pass sees a __device__ constexpr variable, every other pass
+/// an inline constexpr one (as CCCL's _CCCL_GLOBAL_CONSTANT).
+#if defined(__CUDA_ARCH__)
+#define SHARDCAST_GLOBAL_CONSTANT __device__ constexpr
+#else
+#define SHARDCAST_GLOBAL_CONSTANT inline constexpr
+#endif
+
 /// Largest number of mesh axes: of a mesh<N>, a layout<P...> and a runtime_layout.
 #ifndef SHARDCAST_MAX_AXES
 #define SHARDCAST_MAX_AXES 8

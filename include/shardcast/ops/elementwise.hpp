@@ -1,7 +1,7 @@
 #pragma once
 /// @file ops/elementwise.hpp
 /// Elementwise operators on dtensors: `map(x, f)`, `zip(a, b, f)`, `add`, `sub`, `mul`,
-/// `scale(x, s)` and `bias_add(x, bias)`. None of them communicates: every rank applies
+/// `scale(x, s)`, `add(x, c)` / `sub(x, c)` with a scalar c, and `bias_add(x, bias)`. None of them communicates: every rank applies
 /// the functor to its local piece. The output layout is computed per mesh axis at compile
 /// time (for `dynamic_layout` tensors at run time, with the same rules):
 ///
@@ -15,14 +15,15 @@
 /// | zip(a, b, f)        | partial<Op>                | replicate       | partial<Op>, (*) |
 /// | zip(a, b, f)        | replicate                  | partial<Op>     | partial<Op>, (*) |
 /// | mul(x, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> | replicate | same as x |
+/// | add(x, c), sub(x, c), c scalar | replicate, shard<d>, partial<avg\|max\|min> | | same as x |
 /// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
 /// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
 /// | bias_add(x, bias)   | partial<avg\|max\|min>      | replicate       | same as x        |
 ///
 /// A functor is *linear* when `is_linear_v<F>` holds: `fn::identity`, `fn::scale(s)`,
-/// `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear functors
-/// commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
-/// `mul`, `gelu`, `relu`, `silu` are not. (*): f must commute with Op in the partial operand,
+/// `fn::neg`, `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear
+/// functors commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
+/// `mul`, `gelu`, `relu`, `silu`, `square` and `fn::shift(c)` (x + c, affine) are not. (*): f must commute with Op in the partial operand,
 /// the other held fixed: linear in it for sum (fn::mul, fn::div's numerator), affine for avg
 /// (also fn::add, fn::sub), nondecreasing for max/min (fn::add, fn::sub's first operand), or
 /// nonincreasing, which swaps max and min (fn::sub's second operand); see is_linear_in,
@@ -142,6 +143,10 @@ template <>
 struct is_linear<fn::add_fn> : std::true_type {};
 template <>
 struct is_linear<fn::sub_fn> : std::true_type {};
+/// -x: -(x1 + x2) = -x1 - x2, exact in IEEE arithmetic; over integers modulo 2^bits, as
+/// a partial<sum> of integers adds.
+template <>
+struct is_linear<fn::neg_fn> : std::true_type {};
 template <class P, class F>
 struct is_linear<fn::marked<P, F>> : is_linear<F> {};
 template <class F>
@@ -170,13 +175,17 @@ inline constexpr bool is_linear_in_v = is_linear_in<std::remove_cvref_t<F>, I>::
 
 /// Whether functor `F` is affine in its argument I with the other one fixed (a partial<avg>
 /// operand, whose terms' weights sum to 1, goes through it term by term): every functor
-/// linear in I, fn::add and fn::sub in both. Specialise it or wrap with fn::affine_in<I>(f).
+/// linear in I, fn::add and fn::sub in both, fn::shift(c) (the maps marked linear, such as
+/// fn::neg, count through is_linear). Specialise it or wrap with fn::affine_in<I>(f).
 template <class F, int I>
 struct is_affine_in : std::bool_constant<is_linear_in<F, I>::value || detail::wrapped_has<is_affine_in, F, I>::value> {};
 template <int I>
 struct is_affine_in<fn::add_fn, I> : std::true_type {};
 template <int I>
 struct is_affine_in<fn::sub_fn, I> : std::true_type {};
+/// x + c: avg(x_i + c) = avg(x_i) + c.
+template <class S>
+struct is_affine_in<fn::shift_fn<S>, 0> : std::true_type {};
 template <int I, class F>
 struct is_affine_in<fn::affine_in_fn<I, F>, I> : std::true_type {};
 /// is_affine_in<F, I>::value for the unqualified F.
@@ -184,10 +193,15 @@ template <class F, int I>
 inline constexpr bool is_affine_in_v = is_affine_in<std::remove_cvref_t<F>, I>::value;
 
 /// Whether functor `F` is nondecreasing in its argument I with the other one fixed, so that
-/// it keeps a partial<max|min> operand (f(max(x1, x2)) = max(f(x1), f(x2))): fn::add in
-/// both, fn::sub in its first, and the maps fn::identity, fn::relu and fn::exp (I = 0).
-/// Not fn::scale or fn::mul: a negative factor turns max into min. Specialise it or wrap
-/// with fn::nondecreasing_in<I>(f).
+/// it keeps a partial<max|min> operand (f(max(x1, x2)) = max(f(x1), f(x2))): fn::add, fn::max
+/// and fn::min in both, fn::sub in its first, and the maps fn::identity, fn::relu, fn::exp,
+/// fn::tanh, fn::sigmoid and fn::shift(c) (I = 0). Each maps a NaN, and only a NaN, to NaN,
+/// so a NaN term wins the reduction either way. Not fn::scale or fn::mul: a negative factor
+/// turns max into min. Not fn::sqrt or fn::log: nondecreasing where they are defined, but a
+/// negative term (or the -inf identity that a rank holding no element contributes to a
+/// partial<max>) becomes NaN and wins the max, where sqrt(max x_i) is a number. Not
+/// fn::abs, fn::square (they decrease below 0) or fn::rsqrt (it decreases, but
+/// rsqrt(-0.0) = -inf < rsqrt(+0.0)). Specialise it or wrap with fn::nondecreasing_in<I>(f).
 template <class F, int I>
 struct is_nondecreasing_in : detail::wrapped_has<is_nondecreasing_in, F, I> {};
 template <int I>
@@ -200,6 +214,21 @@ template <>
 struct is_nondecreasing_in<fn::relu_fn, 0> : std::true_type {};
 template <>
 struct is_nondecreasing_in<fn::exp_fn, 0> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::tanh_fn, 0> : std::true_type {};
+template <>
+struct is_nondecreasing_in<fn::sigmoid_fn, 0> : std::true_type {};
+/// x + c (for a finite c: c = inf turns a -inf term into NaN, as fn::add with a replicated
+/// infinity does; see "Floating-point infinities" in docs/02_operators.md).
+template <class S>
+struct is_nondecreasing_in<fn::shift_fn<S>, 0> : std::true_type {};
+/// max(max(a1, a2), b) = max(max(a1, b), max(a2, b)) and min(max(a1, a2), b) =
+/// max(min(a1, b), min(a2, b)) (and the same with min outside): max and min distribute
+/// over each other.
+template <int I>
+struct is_nondecreasing_in<fn::max_fn, I> : std::true_type {};
+template <int I>
+struct is_nondecreasing_in<fn::min_fn, I> : std::true_type {};
 template <int I, class F>
 struct is_nondecreasing_in<fn::nondecreasing_in_fn<I, F>, I> : std::true_type {};
 /// is_nondecreasing_in<F, I>::value for the unqualified F.
@@ -208,12 +237,14 @@ inline constexpr bool is_nondecreasing_in_v = is_nondecreasing_in<std::remove_cv
 
 /// Whether functor `F` is nonincreasing in its argument I with the other one fixed, so that
 /// it turns a partial<max> operand into partial<min> and the reverse (f(max(x1, x2)) =
-/// min(f(x1), f(x2))): fn::sub in its second argument (b - max(a1, a2) = min(b - a1, b - a2)).
-/// Specialise it or wrap with fn::nonincreasing_in<I>(f).
+/// min(f(x1), f(x2))): fn::sub in its second argument (b - max(a1, a2) = min(b - a1, b - a2)),
+/// and the map fn::neg (I = 0). Specialise it or wrap with fn::nonincreasing_in<I>(f).
 template <class F, int I>
 struct is_nonincreasing_in : detail::wrapped_has<is_nonincreasing_in, F, I> {};
 template <>
 struct is_nonincreasing_in<fn::sub_fn, 1> : std::true_type {};
+template <>
+struct is_nonincreasing_in<fn::neg_fn, 0> : std::true_type {};
 template <int I, class F>
 struct is_nonincreasing_in<fn::nonincreasing_in_fn<I, F>, I> : std::true_type {};
 /// is_nonincreasing_in<F, I>::value for the unqualified F.
@@ -282,7 +313,9 @@ struct functor_props {
   /// only where nothing wraps: with terms 1 and 5 of a partial<max> of uint32, 1 - 3 wraps
   /// to 2^32 - 2 and becomes the maximum. A term can also be the op's identity
   /// (numeric_limits<T>::lowest() for max), on a rank that held no element, and
-  /// lowest() - 1 overflows. Such a partial<max|min> operand is refused.
+  /// lowest() - 1 overflows. Such a partial<max|min> operand is refused. The maps fn::neg
+  /// (-lowest() wraps to lowest(); over unsigned types -1 is the maximum) and fn::shift(c)
+  /// (add(x, c), sub(x, c)) over integers are flagged too.
   bool wrapping_in[2] = {false, false};
   bool identity = false;  ///< fn::identity: it keeps every placement
 };
@@ -508,8 +541,10 @@ struct partial_not_termwise_on_mesh_axis {
                 "shardcast::map/zip/add/sub/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
                 "partial_not_termwise_on_mesh_axis<Axis, P, F>; such partial terms cannot be transformed or combined one by one "
                 "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)), except "
-                "that a map nondecreasing in x (fn::relu, fn::exp, fn::identity, fn::nondecreasing_in<0>(f)) keeps partial<max|min> "
-                "and a nonincreasing one (fn::nonincreasing_in<0>(f)) swaps them. "
+                "that a map nondecreasing in x (fn::relu, fn::exp, fn::tanh, fn::sigmoid, fn::shift(c), fn::identity, "
+                "fn::nondecreasing_in<0>(f)) keeps partial<max|min> and a nonincreasing one (fn::neg, fn::nonincreasing_in<0>(f)) "
+                "swaps them; fn::sqrt and fn::log are neither (a negative term, or the -inf of a rank that held no element, "
+                "becomes NaN and wins the max), and fn::abs and fn::square are not monotone. "
                 "Redistribute to replicate on that axis first (all_reduce), e.g. x2 = redistribute<layout<..., replicate, ...>>(x).");
 };
 
@@ -572,13 +607,13 @@ struct partial_avg_of_integers_on_mesh_axis {
 template <int Axis, class P, class F>
 struct partial_max_min_of_integers_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
-                "shardcast::add/sub/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element "
-                "type on the mesh axis named in partial_max_min_of_integers_on_mesh_axis<Axis, P, F>, and F adds or subtracts "
-                "it in integer arithmetic. Integer sums wrap around, so the maximum of the transformed terms is not the "
-                "transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), and a rank that held no "
-                "element holds the op's identity (numeric_limits<T>::lowest() for max), which overflows. Redistribute it to "
-                "replicate (all_reduce) on that axis first, e.g. x2 = redistribute<layout<..., replicate, ...>>(x), or hold "
-                "the terms in a floating-point type.");
+                "shardcast::add/sub/map/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element "
+                "type on the mesh axis named in partial_max_min_of_integers_on_mesh_axis<Axis, P, F>, and F adds to it, subtracts "
+                "it or negates it in integer arithmetic (fn::add, fn::sub, fn::neg, fn::shift(c), add(x, c), sub(x, c)). "
+                "Integer sums wrap around, so the maximum of the transformed terms is not the transformed maximum (uint32 terms "
+                "1 and 5, minus 3: 1 - 3 wraps to 4294967294), and a rank that held no element holds the op's identity "
+                "(numeric_limits<T>::lowest() for max), which overflows. Redistribute it to replicate (all_reduce) on that axis "
+                "first, e.g. x2 = redistribute<layout<..., replicate, ...>>(x), or hold the terms in a floating-point type.");
 };
 
 /// Picks the error struct for verdict E (only instantiated when E != ok).
@@ -657,7 +692,8 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
     case op_rule::partial_not_termwise:
       return head + "the tensor is " + pa + " on " + ax +
              "; partial<max|min|prod> terms cannot be transformed or combined one by one (only a map nondecreasing in x keeps "
-             "partial<max|min>, and a nonincreasing one swaps them), so redistribute to replicate (all_reduce) on that axis first";
+             "partial<max|min>, and a nonincreasing one swaps them; fn::sqrt and fn::log are neither, as a negative term becomes "
+             "NaN), so redistribute to replicate (all_reduce) on that axis first";
     case op_rule::partial_with_replicate:
       return head + "on " + ax + " a is " + pa + " and b is " + pb +
              ", and the functor is not known to commute with the partial in that operand (partial<sum> needs it linear there, "
@@ -671,8 +707,8 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              "(all_reduce) on that axis first, or hold the terms in a floating-point type";
     case op_rule::integer_order:
       return head + "the tensor is partial<max|min> with an integral element type on " + ax +
-             " and the operator adds or subtracts it in integer arithmetic; integer sums wrap around, so the maximum of the "
-             "transformed terms is not the transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), "
+             " and the operator adds to it, subtracts it or negates it in integer arithmetic; integer sums wrap around, so the "
+             "maximum of the transformed terms is not the transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), "
              "and a rank that held no element holds the op's identity (numeric_limits<T>::lowest() for max), which "
              "overflows; redistribute it to replicate (all_reduce) on that axis first, or hold the terms in a floating-point type";
     case op_rule::mixed_partials:
@@ -766,6 +802,13 @@ using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&
 }  // namespace detail
 
 namespace detail {
+/// Maps that add to or negate their argument: over integers they wrap around (see
+/// functor_props::wrapping_in).
+template <class G>
+inline constexpr bool integer_wrapping_map_v = std::is_same_v<G, fn::neg_fn>;
+template <class S>
+inline constexpr bool integer_wrapping_map_v<fn::shift_fn<S>> = true;
+
 /// The properties of functor F the rules read, for a map over elements of type TA (TB
 /// void) or a zip over TA and TB. fn::div with an integral operand is not linear or affine
 /// in anything (integer division truncates); an integral operand other than fn::identity's
@@ -796,6 +839,7 @@ constexpr functor_props props_of() {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;
     p.affine_in[0] = p.affine_in[0] || p.linear_in[0];
+    p.wrapping_in[0] = integer_wrapping_map_v<G> && std::is_integral_v<TA>;
   }
   return p;
 }
@@ -1140,34 +1184,69 @@ auto map(dtensor<T, R, L, Mesh>&& x, F f, typename Mesh::stream_type s = {}) {
 }
 
 namespace detail {
+/// Whether the arithmetic value v converted to the integral type T keeps its value (a
+/// whole number in T's range); `shown` gets v as text for a message.
+template <class T, class S>
+bool whole_in(S v, std::string& shown) {
+  static_assert(std::is_integral_v<T>);
+  bool fits = true;
+  if constexpr (std::is_floating_point_v<S>) {
+    // T holds the whole numbers in [-2^d, 2^d) (signed) or [0, 2^d) (unsigned), d = its
+    // value bits; powers of two are exact in every floating type.
+    const long double f = v, top = std::ldexp(1.0L, std::numeric_limits<T>::digits);
+    fits = f == std::trunc(f) && f < top && f >= (std::is_signed_v<T> ? -top : 0.0L);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17Lg", f);
+    shown = buf;
+  } else if constexpr (std::is_integral_v<S>) {
+    // Converting to T and back keeps the value and its sign exactly when T holds it.
+    const T t = static_cast<T>(v);
+    fits = static_cast<S>(t) == v && (t < T(0)) == (v < S(0));
+    using wide = std::conditional_t<std::is_signed_v<S>, long long, unsigned long long>;
+    shown = std::to_string(static_cast<wide>(v));
+  }
+  return fits;
+}
+
 /// scale(x, factor) multiplies by the factor converted to x's element type T: for an
 /// integral T the factor must be a whole number in T's range, which the conversion keeps
 /// (0.5 would become 0, and 1000 would wrap in int8).
 template <class T, class S>
 void check_scale_factor(S factor) {
   if constexpr (std::is_integral_v<T>) {
-    bool fits = true;
     std::string shown;
-    if constexpr (std::is_floating_point_v<S>) {
-      // T holds the whole numbers in [-2^d, 2^d) (signed) or [0, 2^d) (unsigned), d = its
-      // value bits; powers of two are exact in every floating type.
-      const long double f = factor, top = std::ldexp(1.0L, std::numeric_limits<T>::digits);
-      fits = f == std::trunc(f) && f < top && f >= (std::is_signed_v<T> ? -top : 0.0L);
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.17Lg", f);
-      shown = buf;
-    } else if constexpr (std::is_integral_v<S>) {
-      // Converting to T and back keeps the value and its sign exactly when T holds it.
-      const T t = static_cast<T>(factor);
-      fits = static_cast<S>(t) == factor && (t < T(0)) == (factor < S(0));
-      using wide = std::conditional_t<std::is_signed_v<S>, long long, unsigned long long>;
-      shown = std::to_string(static_cast<wide>(factor));
-    }
-    if (!fits)
+    if (!whole_in<T>(factor, shown))
       throw layout_error("shardcast::scale: x has integer elements and the factor " + shown +
                          " is not a whole number in their range, so converting it to the element type would change it; "
                          "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole factor");
   }
+}
+
+/// add(x, c) and sub(x, c) add c converted to x's element type T: for an integral T, c must
+/// be a whole number in T's range, as for scale (0.5 would become 0, 300 would wrap in
+/// uint8, and -1 in any unsigned type: subtract 1 instead).
+template <class T, class S>
+void check_shift_scalar(const char* who, S c) {
+  if constexpr (std::is_integral_v<T>) {
+    std::string shown;
+    if (!whole_in<T>(c, shown))
+      throw layout_error(std::string(who) + ": x has integer elements and the scalar " + shown +
+                         " is not a whole number in their range, so converting it to the element type would change it; "
+                         "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole number "
+                         "in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
+  }
+}
+
+/// The shift that subtracts c from elements of type T: -T(c), wrapped modulo 2^bits, for
+/// an integral T (x + (-c) then wraps to x - c for every c in T's range, the lowest() of a
+/// signed T included); -c in T's arithmetic type otherwise (x + (-c) is x - c exactly in
+/// IEEE arithmetic, which defines subtraction so).
+template <class T, class S>
+constexpr auto negated_shift(S c) {
+  if constexpr (std::is_integral_v<T>)
+    return fn::neg_fn{}(static_cast<T>(c));
+  else
+    return -static_cast<fn::detail::arith_t<T>>(c);
 }
 }  // namespace detail
 
@@ -1254,6 +1333,56 @@ auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
   static_assert(detail::same_value_types<A, B>,
                 "shardcast::sub: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::sub", detail::as_operand<A>(a), detail::as_operand<B>(b), fn::sub, s);
+}
+
+/// y = x + c elementwise for an arithmetic scalar c (a host value, the same on every rank):
+/// map(x, fn::shift(c)). x + c is affine and nondecreasing in x, so y keeps every placement
+/// of x but partial<sum> (c would be added once per term: a compile error, or layout_error
+/// for a dynamic layout; redistribute first) and partial<prod>; over integers also
+/// partial<avg> (its mean truncates) and partial<max|min> (the sums wrap) are refused. A
+/// dtensor is never taken as c: add(a, b) of two tensors is the overload above.
+/// @param x the tensor (const elements too); one the caller gives up is left empty and y
+///        takes its storage when x owns it alone (see map of a given-up tensor)
+/// @param c converted to x's element type at each element (float for narrow types); for an
+///        integral element type a whole number in its range (else layout_error: the
+///        conversion would change it)
+/// @param s stream for device meshes
+/// @throws layout_error for a c an integral element type cannot hold, or a dynamic_layout x
+///         with an axis the shift may not go through
+/// @code
+///   auto y = sc::add(x /* layout<shard<0>, partial<avg>> */, 1.0f);  // layout<shard<0>, partial<avg>>
+/// @endcode
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto add(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
+  detail::check_shift_scalar<std::remove_const_t<T>>("shardcast::add", c);
+  return detail::map_impl<false>("shardcast::add", x, fn::shift(c), s);
+}
+/// add(x, c) of a tensor the caller gives up.
+template <class T, int R, class L, class Mesh, class S>
+  requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
+  detail::check_shift_scalar<T>("shardcast::add", c);
+  return detail::map_impl<true>("shardcast::add", x, fn::shift(c), s);
+}
+
+/// y = x - c elementwise for an arithmetic scalar c: x + (-c) (fn::shift of -c converted to
+/// x's element type; over integers the negation wraps, so every c the element type holds
+/// works, unsigned ones included). The same rules as add(x, c).
+/// @throws layout_error as add(x, c)
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto sub(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
+  using V = std::remove_const_t<T>;
+  detail::check_shift_scalar<V>("shardcast::sub", c);
+  return detail::map_impl<false>("shardcast::sub", x, fn::shift(detail::negated_shift<V>(c)), s);
+}
+/// sub(x, c) of a tensor the caller gives up.
+template <class T, int R, class L, class Mesh, class S>
+  requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
+  detail::check_shift_scalar<T>("shardcast::sub", c);
+  return detail::map_impl<true>("shardcast::sub", x, fn::shift(detail::negated_shift<T>(c)), s);
 }
 
 namespace detail {

@@ -9,7 +9,28 @@
 /// term; see ops/elementwise.hpp).
 ///
 /// Narrow types (half, bfloat16, fp8) are computed in float: the functors convert with
-/// `static_cast`, so any type convertible to and from float works.
+/// `static_cast`, so any type convertible to and from float works. Integer arithmetic
+/// (fn::neg, fn::abs, fn::square, fn::shift) wraps around modulo 2^bits, as the element
+/// type's own unsigned arithmetic does, rather than overflowing; fn::sqrt, fn::rsqrt,
+/// fn::log, fn::tanh and fn::sigmoid take no integer elements (convert x to a floating type
+/// first).
+///
+/// Which partial placements each functor may be applied to term by term (its traits in
+/// ops/elementwise.hpp):
+///
+/// | functor                         | property                    | so map/zip keep             |
+/// |---------------------------------|-----------------------------|-----------------------------|
+/// | neg                             | linear, nonincreasing       | partial<sum\|avg>; max <-> min |
+/// | shift(c) (x + c), c finite      | affine, nondecreasing       | partial<avg\|max\|min>       |
+/// | exp, relu, tanh, sigmoid        | nondecreasing               | partial<max\|min>            |
+/// | max(a, b), min(a, b)            | nondecreasing in each       | partial<max\|min> with a replicated other |
+/// | abs, square, sqrt, rsqrt, log   | none                        | (replicate and shard only)  |
+///
+/// Over integers a partial<max|min> goes through neither neg nor shift (they wrap, and
+/// -lowest() is lowest()), and a partial<avg> through nothing but fn::identity. sqrt and log
+/// are nondecreasing only where they are defined: a negative term, or the -inf that a rank
+/// holding no element contributes to a partial<max>, becomes NaN, which the max reduction
+/// propagates, so they keep no partial placement.
 ///
 /// @code
 ///   namespace fn = shardcast::fn;
@@ -28,6 +49,18 @@ namespace detail {
 /// The type transcendental functions are evaluated in: double for double, float otherwise.
 template <class T>
 using math_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T, long double>, double, float>;
+/// The type exact arithmetic (negation, absolute value, comparisons, x * x, x + c) is done
+/// in: T itself for the built-in arithmetic types, float for the narrow ones.
+template <class T>
+using arith_t = std::conditional_t<std::is_arithmetic_v<T>, T, float>;
+/// An unsigned type at least as wide as the integral T after promotion: integer arithmetic
+/// done in it wraps around (modulo 2^bits of T once converted back) instead of overflowing.
+template <class T>
+using wrap_t = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
+/// T is a floating-point element type (built-in or narrow): the transcendental functors
+/// refuse integral T, whose results (NaN, inf, fractions) they would have to truncate.
+template <class T>
+inline constexpr bool real_v = !std::is_integral_v<T>;
 }  // namespace detail
 
 /// a + b
@@ -132,21 +165,172 @@ struct silu_grad_fn {
   }
 };
 
-inline constexpr add_fn add{};
-inline constexpr sub_fn sub{};
-inline constexpr mul_fn mul{};
-inline constexpr div_fn div{};
-inline constexpr exp_fn exp{};
-inline constexpr identity_fn identity{};
-inline constexpr relu_fn relu{};
-inline constexpr relu_grad_fn relu_grad{};
-inline constexpr gelu_fn gelu{};
-inline constexpr gelu_grad_fn gelu_grad{};
-inline constexpr silu_fn silu{};
-inline constexpr silu_grad_fn silu_grad{};
+/// -x. Over integers it wraps: -lowest() is lowest() (as in two's complement and torch.neg).
+struct neg_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = detail::wrap_t<T>;
+      return static_cast<T>(U(0) - static_cast<U>(x));
+    } else {
+      return static_cast<T>(-static_cast<detail::arith_t<T>>(x));
+    }
+  }
+};
+/// |x|; |-0.0| is +0.0 and a NaN stays NaN. Over signed integers |lowest()| wraps to
+/// lowest() (as torch.abs).
+struct abs_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) {
+      if constexpr (std::is_signed_v<T>) return x < T(0) ? neg_fn{}(x) : x;
+      else return x;
+    } else {
+      using A = detail::arith_t<T>;
+      const A v = static_cast<A>(x);
+      return static_cast<T>(v < A(0) ? -v : v == A(0) ? A(0) : v);
+    }
+  }
+};
+/// x * x (over integers modulo 2^bits).
+struct square_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = detail::wrap_t<T>;
+      return static_cast<T>(static_cast<U>(x) * static_cast<U>(x));
+    } else {
+      const detail::arith_t<T> v = static_cast<detail::arith_t<T>>(x);
+      return static_cast<T>(v * v);
+    }
+  }
+};
+/// x + c (c is stored in the functor and converted to x's arithmetic type at the call; over
+/// integers the sum wraps modulo 2^bits). `shardcast::add(x, c)` checks that an integral
+/// element type holds c; the functor cannot.
+template <class S>
+struct shift_fn {
+  S c;
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = detail::wrap_t<T>;
+      return static_cast<T>(static_cast<U>(x) + static_cast<U>(static_cast<T>(c)));
+    } else {
+      using A = detail::arith_t<T>;
+      return static_cast<T>(static_cast<A>(x) + static_cast<A>(c));
+    }
+  }
+};
+/// sqrt(x); NaN for x < 0. Floating-point elements only.
+struct sqrt_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::sqrt: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
+    using M = detail::math_t<T>;
+    using std::sqrt;
+    return static_cast<T>(sqrt(static_cast<M>(x)));
+  }
+};
+/// 1 / sqrt(x) (inf at +0, NaN for x < 0), as torch.rsqrt. Floating-point elements only.
+struct rsqrt_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::rsqrt: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
+    using M = detail::math_t<T>;
+    using std::sqrt;
+    return static_cast<T>(M(1) / sqrt(static_cast<M>(x)));
+  }
+};
+/// The natural logarithm (-inf at 0, NaN for x < 0). Floating-point elements only.
+struct log_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::log: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
+    using M = detail::math_t<T>;
+    using std::log;
+    return static_cast<T>(log(static_cast<M>(x)));
+  }
+};
+/// tanh(x). Floating-point elements only.
+struct tanh_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::tanh: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
+    using M = detail::math_t<T>;
+    using std::tanh;
+    return static_cast<T>(tanh(static_cast<M>(x)));
+  }
+};
+/// The logistic function 1 / (1 + e^-x), in [0, 1] (no NaN but for a NaN x).
+/// Floating-point elements only.
+struct sigmoid_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::sigmoid: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
+    using M = detail::math_t<T>;
+    using std::exp;
+    return static_cast<T>(M(1) / (M(1) + exp(-static_cast<M>(x))));
+  }
+};
+/// The larger of a and b; a NaN in either wins (as torch.maximum, and as the library's
+/// max reductions), so a diverging value is not hidden.
+struct max_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    using A = detail::arith_t<T>;
+    const A u = static_cast<A>(a), v = static_cast<A>(b);
+    if constexpr (!std::is_integral_v<T>) {
+      if (u != u) return a;
+      if (v != v) return b;
+    }
+    return u < v ? b : a;
+  }
+};
+/// The smaller of a and b; a NaN in either wins (as torch.minimum).
+struct min_fn {
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const {
+    using A = detail::arith_t<T>;
+    const A u = static_cast<A>(a), v = static_cast<A>(b);
+    if constexpr (!std::is_integral_v<T>) {
+      if (u != u) return a;
+      if (v != v) return b;
+    }
+    return v < u ? b : a;
+  }
+};
+
+// The functor objects: usable in host code and, compiled by nvcc, in device code too (a
+// kernel or a __device__ lambda may call fn::sigmoid(v) directly).
+SHARDCAST_GLOBAL_CONSTANT add_fn add{};
+SHARDCAST_GLOBAL_CONSTANT sub_fn sub{};
+SHARDCAST_GLOBAL_CONSTANT mul_fn mul{};
+SHARDCAST_GLOBAL_CONSTANT div_fn div{};
+SHARDCAST_GLOBAL_CONSTANT exp_fn exp{};
+SHARDCAST_GLOBAL_CONSTANT identity_fn identity{};
+SHARDCAST_GLOBAL_CONSTANT relu_fn relu{};
+SHARDCAST_GLOBAL_CONSTANT relu_grad_fn relu_grad{};
+SHARDCAST_GLOBAL_CONSTANT gelu_fn gelu{};
+SHARDCAST_GLOBAL_CONSTANT gelu_grad_fn gelu_grad{};
+SHARDCAST_GLOBAL_CONSTANT silu_fn silu{};
+SHARDCAST_GLOBAL_CONSTANT silu_grad_fn silu_grad{};
+SHARDCAST_GLOBAL_CONSTANT neg_fn neg{};
+SHARDCAST_GLOBAL_CONSTANT abs_fn abs{};
+SHARDCAST_GLOBAL_CONSTANT square_fn square{};
+SHARDCAST_GLOBAL_CONSTANT sqrt_fn sqrt{};
+SHARDCAST_GLOBAL_CONSTANT rsqrt_fn rsqrt{};
+SHARDCAST_GLOBAL_CONSTANT log_fn log{};
+SHARDCAST_GLOBAL_CONSTANT tanh_fn tanh{};
+SHARDCAST_GLOBAL_CONSTANT sigmoid_fn sigmoid{};
+SHARDCAST_GLOBAL_CONSTANT max_fn max{};
+SHARDCAST_GLOBAL_CONSTANT min_fn min{};
 /// `fn::scale(2.0f)` multiplies by 2.
 template <class S>
 SHARDCAST_HOST_DEVICE constexpr scale_fn<S> scale(S factor) { return scale_fn<S>{factor}; }
+/// `fn::shift(1.0f)` adds 1.
+template <class S>
+SHARDCAST_HOST_DEVICE constexpr shift_fn<S> shift(S c) { return shift_fn<S>{c}; }
 
 // ---------------------------------------------------------------------------------------
 // Marks: a functor wrapped with a property the layout rules of map/zip read (the traits

@@ -1,4 +1,4 @@
-// expect: partial_max_min_of_integers_on_mesh_axis<1, shardcast::partial<shardcast::max ?>, shardcast::fn::sub_fn ?>.*static assertion failed: shardcast::add/sub/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element type
+// expect: partial_max_min_of_integers_on_mesh_axis<1, shardcast::partial<shardcast::max ?>, shardcast::fn::sub_fn ?>.*static assertion failed: shardcast::add/sub/map/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element type
 // Integer sums wrap around: terms 1 and 5 of a partial<max> of uint32, minus 3, are
 // 4294967294 and 2, whose maximum is not 5 - 3. The control: the same over float.
 #include <cstdint>
