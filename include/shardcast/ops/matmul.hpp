@@ -156,14 +156,24 @@ struct matmul_layout_impl<layout<PA...>, layout<PB...>, RA, RB, OA, OB, std::int
 inline std::string matmul_pairs_text(int ra, int rb, gemm_op oa, gemm_op ob) {
   // The stored dim of op(X)'s dim d (X of rank r read as o).
   const auto stored = [](int d, int r, gemm_op o) { return o == gemm_op::n || d < r - 2 ? d : (d == r - 1 ? r - 2 : r - 1); };
-  const auto s = [](int d) { return "S(" + std::to_string(d) + ")"; };
+  std::string t;  // appended piece by piece (GCC 12 warns falsely on "(" + std::string at -O3)
+  // (A, B) -> C with each placement a shard dim, or R (-1) or P(sum) (-2).
+  const auto pair = [&t](int a, int b, int c) {
+    const char* sep[3] = {"(", ", ", ") -> "};
+    const int d[3] = {a, b, c};
+    for (int i = 0; i < 3; ++i) {
+      t.append(sep[i]);
+      if (d[i] >= 0) t.append("S(").append(std::to_string(d[i])).append(")");
+      else t.append(d[i] == -1 ? "R" : "P(sum)");
+    }
+    t.append(", ");
+  };
   const int kd = ra - 1;
-  std::string t;
-  for (int d = 0; d < rb - 2; ++d) t += "(" + s(d) + ", " + s(d) + ") -> " + s(d) + ", ";
-  for (int d = rb - 2; d < kd; ++d) t += "(" + s(stored(d, ra, oa)) + ", R) -> " + s(d) + ", ";
-  t += "(R, " + s(stored(rb - 1, rb, ob)) + ") -> " + s(kd) + ", ";
-  t += "(" + s(stored(kd, ra, oa)) + ", " + s(stored(rb - 2, rb, ob)) + ") -> P(sum), ";
-  return t + "(R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum)";
+  for (int d = 0; d < rb - 2; ++d) pair(d, d, d);
+  for (int d = rb - 2; d < kd; ++d) pair(stored(d, ra, oa), -1, d);
+  pair(-1, stored(rb - 1, rb, ob), kd);
+  pair(stored(kd, ra, oa), stored(rb - 2, rb, ob), -2);
+  return t.append("(R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum)");
 }
 
 /// Throws layout_error describing `r` unless it is ok (the pairs listed for these ranks and
