@@ -20,4 +20,5 @@
 #include "ops/elementwise.hpp"
 #include "ops/matmul.hpp"
 #include "ops/reduce.hpp"
+#include "ops/reshape.hpp"
 #include "ops/transpose.hpp"

@@ -268,3 +268,42 @@ TEST_CASE("nn: mismatched extents throw layout_error") {
                          doctest::Contains("row_parallel_linear::forward: the input has 3 features but the layer needs 4"), sc::layout_error);
   });
 }
+
+namespace {
+/// A move-only GEMM functor that counts its calls in a counter its creator keeps (as a
+/// wrapper holding a workspace or statistics would).
+struct move_only_counting_gemm {
+  std::shared_ptr<int> calls = std::make_shared<int>(0);
+  move_only_counting_gemm() = default;
+  move_only_counting_gemm(move_only_counting_gemm&&) = default;
+  move_only_counting_gemm(const move_only_counting_gemm&) = delete;
+  template <class T>
+  void operator()(sc::gemm_op ta, sc::gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b,
+                  std::int64_t ldb, T* c, std::int64_t ldc, bool acc) const {
+    ++*calls;
+    sc::host_gemm{}(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc);
+  }
+};
+}  // namespace
+
+TEST_CASE("column_parallel_linear with a move-only GEMM functor: forward and backward call it, never copy it") {
+  std::mutex mu;
+  std::vector<int> counts;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, {1, 2});
+    using axes = nn::tensor_parallel<1, 0>;
+    using col_t = nn::column_parallel_linear<float, decltype(mesh), axes, move_only_counting_gemm>;
+    move_only_counting_gemm g;
+    const auto calls = g.calls;
+    col_t fc(sc::full<typename col_t::weight_layout>(mesh, {4, 6}, 1.0f), sc::full<typename col_t::bias_layout>(mesh, {6}, 0.5f),
+             std::move(g));
+    auto x = sc::full<typename col_t::input_layout>(mesh, {3, 4}, 2.0f);
+    auto y = sc::to_global(fc.forward(x));
+    CHECK(y == std::vector<float>(18, 8.5f));  // 4 inputs of 2 times weights 1, plus 0.5
+    std::lock_guard lk(mu);
+    counts.push_back(*calls);
+  });
+  REQUIRE(counts.size() == 2);
+  CHECK(counts[0] >= 1);
+  CHECK(counts[1] >= 1);
+}

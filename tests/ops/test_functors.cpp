@@ -655,3 +655,75 @@ TEST_CASE("add(x, c) and sub(x, c) of integers: a c the element type cannot hold
     CHECK(sc::to_global(sc::sub(xf, 1u)) == std::vector<float>{2.0f, -6.0f, 0.0f});
   });
 }
+
+// A property mark changes nothing of the arithmetic: fn::linear(fn::neg) and
+// fn::affine_in<0>(fn::shift(c)) still wrap over integers, so an integer partial<max|min>
+// (whose empty terms hold lowest() / max()) may not go through them, nor through a marked
+// integer fn::sub. Before, the wrap check looked at the functor's own type only and let
+// them through: map(S(0) -> P(max) of {1, -2, 3}, fn::linear(fn::neg)) gave INT_MIN three times.
+static_assert(sc::detail::props_of<decltype(fn::linear(fn::neg)), int>().wrapping_in[0]);
+static_assert(sc::detail::props_of<decltype(fn::affine_in<0>(fn::shift(-1))), int>().wrapping_in[0]);
+static_assert(sc::detail::props_of<decltype(fn::nonincreasing_in<0>(fn::linear(fn::neg))), int>().wrapping_in[0]);
+static_assert(sc::detail::props_of<decltype(fn::linear(fn::sub)), int, int>().wrapping_in[1]);
+static_assert(!sc::detail::props_of<decltype(fn::linear(fn::neg)), float>().wrapping_in[0]);
+
+TEST_CASE("marked integer neg, shift and sub are refused on an integer partial<max> (dynamic layouts); float ones are exact") {
+  optest::failures bad;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, {2});
+    const std::vector<int> g{1, -2, 3};
+    auto pm = sc::redistribute(sc::distribute(m, sc::runtime_layout::parse("S(0)"), g, {3}), sc::runtime_layout::parse("P(max)"));
+    auto r = sc::distribute(m, sc::runtime_layout::parse("R"), g, {3});
+    auto refused = [&](const char* what, auto&& f) {
+      try {
+        (void)f();
+        bad.add(comm.rank(), std::string(what) + ": accepted");
+      } catch (const sc::layout_error&) {
+      }
+    };
+    refused("map fn::linear(fn::neg)", [&] { return sc::map(pm, fn::linear(fn::neg)); });
+    refused("map fn::affine_in<0>(fn::shift(-1))", [&] { return sc::map(pm, fn::affine_in<0>(fn::shift(-1))); });
+    refused("zip fn::linear(fn::sub)", [&] { return sc::zip(pm, r, fn::nondecreasing_in<0>(fn::linear(fn::sub))); });
+    // The same functors on floats: -max(x) = min(-x) exactly.
+    const std::vector<float> gf{1, -2, 3};
+    auto pf = sc::redistribute(sc::distribute(m, sc::runtime_layout::parse("S(0)"), gf, {3}), sc::runtime_layout::parse("P(max)"));
+    auto y = sc::map(pf, fn::linear(fn::neg));
+    if (!(y.layout() == sc::runtime_layout::parse("P(min)"))) bad.add(comm.rank(), "float neg layout " + sc::to_string(y.layout()));
+    bad.add(comm.rank(), optest::compare_global(y, std::vector<float>{-1, 2, -3}));
+  });
+  bad.report();
+}
+
+TEST_CASE("add(x, c) and sub(x, c) of a partial sum say that c would be added once per term; mul(x, c) is scale(x, c)") {
+  optest::failures bad;
+  sc::host::run(4, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, {2, 2});
+    const auto g = optest::ints<float>(12, 1);
+    auto p = sc::distribute(m, sc::runtime_layout::parse("S(0),P(sum)"), g, {4, 3});
+    for (int k = 0; k < 2; ++k)
+      try {
+        (void)(k == 0 ? sc::add(p, 1.0f) : sc::sub(p, 1.0f));
+        bad.add(comm.rank(), "a shift of a partial sum was accepted");
+      } catch (const sc::layout_error& e) {
+        if (std::string(e.what()).find("on mesh axis 1, so c would be added once per partial term") == std::string::npos)
+          bad.add(comm.rank(), e.what());
+      }
+    // mul(x, c): the product, on a partial sum too (scaling is linear), static and dynamic.
+    std::vector<float> twice(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) twice[i] = 2.5f * g[i];
+    auto y = sc::mul(p, 2.5f);
+    if (!(y.layout() == p.layout())) bad.add(comm.rank(), "mul(x, c) layout " + sc::to_string(y.layout()));
+    bad.add(comm.rank(), optest::compare_global(y, twice));
+    auto xs = sc::distribute<sc::layout<S0, S1>>(m, g, {4, 3});
+    auto ys = sc::mul(std::move(xs), 2.5f);
+    static_assert(std::is_same_v<decltype(ys), decltype(xs)>);
+    bad.add(comm.rank(), optest::compare_global(ys, twice));
+    auto xi = sc::distribute<sc::layout<S0, S1>>(m, optest::ints<int>(12, 1), {4, 3});
+    try {
+      (void)sc::mul(xi, 0.5);
+      bad.add(comm.rank(), "mul of ints by 0.5 was accepted");
+    } catch (const sc::layout_error&) {
+    }
+  });
+  bad.report();
+}

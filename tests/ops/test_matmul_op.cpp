@@ -473,3 +473,31 @@ TEST_CASE("batched and transposed matmul on dynamic layouts over random meshes o
     batch.template operator()<5, N, N, 3, 3>();
   }
 }
+
+TEST_CASE("matmul takes its GEMM functor by reference: a move-only, stateful one is called, not copied") {
+  struct counting {
+    int calls = 0;
+    counting() = default;
+    counting(counting&&) = default;
+    counting(const counting&) = delete;
+    void operator()(sc::gemm_op ta, sc::gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                    const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool acc) {
+      ++calls;
+      sc::host_gemm{}(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc);
+    }
+  };
+  std::vector<int> calls(2);
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, {2});
+    const auto ga = ints<double>(24, 1), gb = ints<double>(24, 2);
+    auto a = sc::distribute<sc::layout<S0>>(mesh, ga, {3, 2, 4});
+    auto b = sc::distribute<sc::layout<S0>>(mesh, gb, {3, 4, 2});
+    counting g;
+    auto c = sc::matmul(a, b, g);  // one call per local batch element: 2 on rank 0, 1 on rank 1
+    auto ct = sc::matmul<T, N>(sc::distribute<sc::layout<R>>(mesh, ga, {6, 4}), sc::distribute<sc::layout<R>>(mesh, gb, {6, 4}), g);
+    calls[static_cast<std::size_t>(comm.rank())] = g.calls;
+    CHECK(sc::to_global(ct) == ref_gemm(transposed(ga, 6, 4), gb, 4, 6, 4));
+    (void)c;
+  });
+  CHECK(calls == std::vector<int>{3, 2});
+}

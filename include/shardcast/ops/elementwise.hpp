@@ -802,6 +802,18 @@ using zip_result_t = std::remove_cvref_t<std::invoke_result_t<const F&, const T&
 }  // namespace detail
 
 namespace detail {
+/// The functor inside the property marks (fn::linear, fn::affine_in, ...): what the
+/// element-type checks below look at, since a mark claims a property and changes nothing of
+/// the arithmetic (fn::linear(fn::neg) still wraps over integers).
+template <class G>
+struct unmarked {
+  using type = G;
+};
+template <class P, class F>
+struct unmarked<fn::marked<P, F>> : unmarked<F> {};
+template <class G>
+using unmarked_t = typename unmarked<G>::type;
+
 /// Maps that add to or negate their argument: over integers they wrap around (see
 /// functor_props::wrapping_in).
 template <class G>
@@ -816,7 +828,8 @@ inline constexpr bool integer_wrapping_map_v<fn::shift_fn<S>> = true;
 template <class F, class TA, class TB = void>
 constexpr functor_props props_of() {
   using G = std::remove_cvref_t<F>;
-  constexpr bool int_div = std::is_same_v<G, fn::div_fn> && (std::is_integral_v<TA> || std::is_integral_v<TB>);
+  using B = unmarked_t<G>;  // the arithmetic, for the integer checks
+  constexpr bool int_div = std::is_same_v<B, fn::div_fn> && (std::is_integral_v<TA> || std::is_integral_v<TB>);
   functor_props p;
   p.linear = is_linear_v<G>;
   p.linear_in[0] = is_linear_in_v<G, 0> && !int_div;
@@ -832,14 +845,14 @@ constexpr functor_props props_of() {
   if constexpr (!std::is_void_v<TB>) {
     p.truncating_mean_in[1] = std::is_integral_v<TB>;
     // integer addition and subtraction wrap around (see wrapping_in)
-    constexpr bool int_sum = (std::is_same_v<G, fn::add_fn> || std::is_same_v<G, fn::sub_fn>) && std::is_integral_v<TA> && std::is_integral_v<TB>;
+    constexpr bool int_sum = (std::is_same_v<B, fn::add_fn> || std::is_same_v<B, fn::sub_fn>) && std::is_integral_v<TA> && std::is_integral_v<TB>;
     p.wrapping_in[0] = p.wrapping_in[1] = int_sum;
   }
   if constexpr (std::is_void_v<TB>) {
     // a map: linear is linear in x
     p.linear_in[0] = p.linear_in[0] || p.linear;
     p.affine_in[0] = p.affine_in[0] || p.linear_in[0];
-    p.wrapping_in[0] = integer_wrapping_map_v<G> && std::is_integral_v<TA>;
+    p.wrapping_in[0] = integer_wrapping_map_v<B> && std::is_integral_v<TA>;
   }
   return p;
 }
@@ -1237,6 +1250,44 @@ void check_shift_scalar(const char* who, S c) {
   }
 }
 
+/// Instantiated when add(x, c) / sub(x, c) meets a partial<sum> x on mesh axis `Axis`.
+template <int Axis>
+struct scalar_shift_of_partial_sum_on_mesh_axis {
+  static_assert(Axis != Axis,
+                "shardcast::add(x, c) / sub(x, c): x is partial<sum> on the mesh axis named in "
+                "scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term (n times into the sum); "
+                "redistribute x to replicate (all_reduce) or shard (reduce_scatter) on that axis first.");
+};
+/// The first mesh axis where `l` is partial<sum>, or -1.
+constexpr int partial_sum_axis(const runtime_layout& l) {
+  for (int a = 0; a < l.naxes; ++a)
+    if (l[a] == placement_desc::make_partial(reduce_op::sum)) return a;
+  return -1;
+}
+/// add(x, c) / sub(x, c): fn::shift(c), after a compile-time message (static L, then
+/// fn::identity, so that map adds no second message) or a layout_error (dynamic L) for a
+/// partial<sum> axis; the other refusals are map's.
+template <class L, class S>
+auto checked_shift(const char* who, const runtime_layout& l, S c) {
+  if constexpr (is_dynamic_v<L>) {
+    if (const int a = partial_sum_axis(l); a >= 0)
+      throw layout_error(std::string(who) + ": layout \"" + to_string(l) + "\": x is partial<sum> on mesh axis " + std::to_string(a) +
+                         ", so c would be added once per partial term (n times into the sum); redistribute x to replicate "
+                         "(all_reduce) or shard (reduce_scatter) on that axis first");
+    return fn::shift(c);
+  } else {
+    (void)who;
+    (void)l;
+    constexpr int a = partial_sum_axis(L::desc);
+    if constexpr (a >= 0) {
+      (void)sizeof(scalar_shift_of_partial_sum_on_mesh_axis<a>);
+      return fn::identity;
+    } else {
+      return fn::shift(c);
+    }
+  }
+}
+
 /// The shift that subtracts c from elements of type T: -T(c), wrapped modulo 2^bits, for
 /// an integral T (x + (-c) then wraps to x - c for every c in T's range, the lowest() of a
 /// signed T included); -c in T's arithmetic type otherwise (x + (-c) is x - c exactly in
@@ -1356,14 +1407,14 @@ template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto add(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
   detail::check_shift_scalar<std::remove_const_t<T>>("shardcast::add", c);
-  return detail::map_impl<false>("shardcast::add", x, fn::shift(c), s);
+  return detail::map_impl<false>("shardcast::add", x, detail::checked_shift<L>("shardcast::add", x.layout(), c), s);
 }
 /// add(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
   detail::check_shift_scalar<T>("shardcast::add", c);
-  return detail::map_impl<true>("shardcast::add", x, fn::shift(c), s);
+  return detail::map_impl<true>("shardcast::add", x, detail::checked_shift<L>("shardcast::add", x.layout(), c), s);
 }
 
 /// y = x - c elementwise for an arithmetic scalar c: x + (-c) (fn::shift of -c converted to
@@ -1375,14 +1426,28 @@ template <class T, int R, class L, class Mesh, class S>
 auto sub(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
   using V = std::remove_const_t<T>;
   detail::check_shift_scalar<V>("shardcast::sub", c);
-  return detail::map_impl<false>("shardcast::sub", x, fn::shift(detail::negated_shift<V>(c)), s);
+  return detail::map_impl<false>("shardcast::sub", x, detail::checked_shift<L>("shardcast::sub", x.layout(), detail::negated_shift<V>(c)), s);
 }
 /// sub(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
   detail::check_shift_scalar<T>("shardcast::sub", c);
-  return detail::map_impl<true>("shardcast::sub", x, fn::shift(detail::negated_shift<T>(c)), s);
+  return detail::map_impl<true>("shardcast::sub", x, detail::checked_shift<L>("shardcast::sub", x.layout(), detail::negated_shift<T>(c)), s);
+}
+
+/// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules, checks
+/// and messages), spelled as the tensor-by-tensor mul.
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto mul(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
+  return scale(x, c, s);
+}
+/// mul(x, c) of a tensor the caller gives up.
+template <class T, int R, class L, class Mesh, class S>
+  requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+auto mul(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
+  return scale(std::move(x), c, s);
 }
 
 namespace detail {

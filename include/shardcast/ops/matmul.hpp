@@ -186,7 +186,8 @@ inline void expect_matmul_legal(const char* who, const layout_rule& r, const run
                      std::to_string(r.axis) + " A is " + to_string(a[r.axis]) + " and B is " + to_string(b[r.axis]) + " (as stored" +
                      (oa == gemm_op::t ? ", A read transposed" : "") + (ob == gemm_op::t ? ", B read transposed" : "") +
                      "), which matmul does not take; the legal (A, B) -> C pairs on each axis are " + matmul_pairs_text(ra, rb, oa, ob) +
-                     ", so redistribute A or B first (e.g. to R on that axis)");
+                     ", so redistribute A or B first (e.g. to R on that axis" +
+                     (rb > 2 ? "; a batch dim sharded in one operand only: shard the other alike, a local slice" : "") + ")");
 }
 
 /// The box of op(X) for X's box as stored: a transposed operand swaps its last two dims.
@@ -235,7 +236,8 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 /// mesh; C is [..., m, n]. A transposed A of rank > 2 needs a batched B. No communication.
 /// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
 /// layouts throws instead of failing to compile.
-/// @param gemm local GEMM functor (ops/gemm.hpp): called as gemm(m, n, k, a, lda, b, ldb,
+/// @param gemm local GEMM functor (ops/gemm.hpp), taken by reference (a stateful or move-only
+///        one works; the default is a host_gemm): called as gemm(m, n, k, a, lda, b, ldb,
 ///        c, ldc) when neither operand is transposed and that form exists, else as
 ///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false); row-major pointers in the
 ///        mesh's memory space, lda/ldb the row strides as stored; it must overwrite c.
@@ -245,10 +247,10 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 ///         the batch extents differ, or (dynamic layouts) if the pair of placements on some
 ///         mesh axis is not in the table above (the message names the axis and both placements)
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<Gemm, typename Mesh::stream_type>)
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
 dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
                                                                                                    const dtensor<TB, RB, LB, Mesh>& b,
-                                                                                                   Gemm gemm = {},
+                                                                                                   Gemm&& gemm = Gemm{},
                                                                                                    typename Mesh::stream_type s = {}) {
   using T = std::remove_const_t<TA>;
   static_assert(OpA == gemm_op::n || RA == RB,
@@ -266,7 +268,7 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
   static_assert(twelve || (plain && nine),
                 "shardcast::matmul: the GEMM functor must be callable as gemm(m, n, k, a, lda, b, ldb, c, ldc) or, for a transposed "
                 "operand, as gemm(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate) (see shardcast/ops/gemm.hpp)");
-  if constexpr (std::is_same_v<Gemm, host_gemm>)
+  if constexpr (std::is_same_v<std::remove_cvref_t<Gemm>, host_gemm>)
     static_assert(std::is_same_v<typename Mesh::memory_space, host_memory>,
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
   detail::expect_same_mesh(who, a.mesh(), b.mesh(), "A", "B");
@@ -324,11 +326,11 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
 
 /// C = A * B: matmul<gemm_op::n, gemm_op::n>(a, b, gemm, s) (see above).
 template <class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<Gemm, typename Mesh::stream_type>)
+  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
 dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                         const dtensor<TB, RB, LB, Mesh>& b, Gemm gemm = {},
+                                                                                         const dtensor<TB, RB, LB, Mesh>& b, Gemm&& gemm = Gemm{},
                                                                                          typename Mesh::stream_type s = {}) {
-  return matmul<gemm_op::n, gemm_op::n>(a, b, std::move(gemm), s);
+  return matmul<gemm_op::n, gemm_op::n>(a, b, std::forward<Gemm>(gemm), s);
 }
 
 /// Operands of the wrong ranks: a compile-time message.
