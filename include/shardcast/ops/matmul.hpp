@@ -204,6 +204,24 @@ std::array<std::int64_t, R> operand_extents(std::array<std::int64_t, R> e, gemm_
   if (o == gemm_op::t) std::swap(e[R - 2], e[R - 1]);
   return e;
 }
+/// Whether G (a reference type) is callable as a GEMM of T in either form.
+template <class T, class G>
+inline constexpr bool gemm_callable_v =
+    std::is_invocable_v<G, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t, T*, std::int64_t> ||
+    std::is_invocable_v<G, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t, T*,
+                        std::int64_t, bool>;
+
+/// The GEMM functor matmul calls: `g` itself (a reference), or a copy of a const one
+/// whose call operator is not const (as when matmul took its functor by value).
+template <class T, class Gemm>
+decltype(auto) callable_gemm(Gemm&& g) {
+  using G = std::remove_reference_t<Gemm>;
+  using M = std::remove_const_t<G>;
+  if constexpr (std::is_const_v<G> && !gemm_callable_v<T, G&> && gemm_callable_v<T, M&> && std::is_copy_constructible_v<M>)
+    return M(g);
+  else
+    return std::forward<Gemm>(g);
+}
 }  // namespace detail
 
 /// The layout of matmul(A, B) for A of layout LA and rank RankA, B of layout LB and rank
@@ -236,8 +254,9 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 /// mesh; C is [..., m, n]. A transposed A of rank > 2 needs a batched B. No communication.
 /// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
 /// layouts throws instead of failing to compile.
-/// @param gemm local GEMM functor (ops/gemm.hpp), taken by reference (a stateful or move-only
-///        one works; the default is a host_gemm): called as gemm(m, n, k, a, lda, b, ldb,
+/// @param gemm local GEMM functor (ops/gemm.hpp), taken by reference: a move-only or stateful
+///        one is called as it is (a const one whose call operator is not const is copied);
+///        the default is a host_gemm. Called as gemm(m, n, k, a, lda, b, ldb,
 ///        c, ldc) when neither operand is transposed and that form exists, else as
 ///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false); row-major pointers in the
 ///        mesh's memory space, lda/ldb the row strides as stored; it must overwrite c.
@@ -261,9 +280,11 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
   using LC = matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>;
   constexpr const char* who = "shardcast::matmul";
   constexpr bool plain = OpA == gemm_op::n && OpB == gemm_op::n;
-  constexpr bool nine = std::is_invocable_v<Gemm&, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t,
+  auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));
+  using G = decltype(g);
+  constexpr bool nine = std::is_invocable_v<G&, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t,
                                             T*, std::int64_t>;
-  constexpr bool twelve = std::is_invocable_v<Gemm&, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t,
+  constexpr bool twelve = std::is_invocable_v<G&, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t,
                                               const T*, std::int64_t, T*, std::int64_t, bool>;
   static_assert(twelve || (plain && nine),
                 "shardcast::matmul: the GEMM functor must be callable as gemm(m, n, k, a, lda, b, ldb, c, ldc) or, for a transposed "
@@ -306,9 +327,9 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
   const std::int64_t n = bc.ext[kd], k = ba.ext[kd];
   const auto call = [&](std::int64_t m, const T* pa, const T* pb, T* pc) {
     if constexpr (plain && nine)
-      gemm(m, n, k, pa, lda, pb, ldb, pc, n);
+      g(m, n, k, pa, lda, pb, ldb, pc, n);
     else
-      gemm(OpA, OpB, m, n, k, pa, lda, pb, ldb, pc, n, false);
+      g(OpA, OpB, m, n, k, pa, lda, pb, ldb, pc, n, false);
   };
   if constexpr (nb == 0) {
     std::int64_t rows = 1;  // A's local row dims, flattened: they are contiguous in its piece

@@ -13,9 +13,11 @@
 /// would not be one run of the merged dim). When the first merged dim (the split dim) is
 /// sharded, each rank's piece must still be a balanced piece of the result: checked on
 /// every rank for the whole mesh (a pure function of the layout, the mesh shape and the
-/// extents, so every rank reaches the same verdict), throwing `layout_error` otherwise. It
-/// holds whenever the mesh axes that shard that dim divide its extent evenly (heads over
-/// tensor-parallel ranks), and always when the other merged dims have extent 1.
+/// extents, so every rank that passes the same arguments reaches the same verdict; the
+/// sizes are not compared between ranks), throwing `layout_error` otherwise. It holds
+/// whenever the mesh axes that shard that dim divide its extent (for unflatten: the first
+/// new size, as heads over tensor-parallel ranks) evenly, and always when the other merged
+/// dims have extent 1. A tensor the caller gives up (`flatten(std::move(x))`) is left empty.
 ///
 /// @code
 ///   // q [b, s, h * dh]: layout<shard<0>, shard<2>> (batch over axis 0, heads over axis 1)
@@ -29,6 +31,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "../distribute.hpp"
 #include "../dtensor.hpp"
@@ -85,13 +88,15 @@ constexpr bool flatten_dims_ok() {
   return 0 <= First && First <= Last && Last < R;
 }
 
-/// Checks that the pieces of `merged` (layout lm, extents em) on dim `d` are the pieces of
-/// `split` (layout ls, extents es) on dim `d` times `inner`, for every mesh coordinate.
-/// Only a layout that shards dim `d` can fail, and only a tensor with elements (an empty
-/// one has nothing to place). Throws layout_error naming a failing rank.
+/// Checks, for every mesh coordinate, that x's piece and the result's piece hold the same
+/// run of the merged dim `d`: the merged side (layout lm, extents em) is the result of a
+/// flatten and x of an unflatten (`x_merged`), the split side (ls, es) the other, whose
+/// run is its outer dim's piece times `inner`. Only a layout that shards dim `d` can fail,
+/// and only a tensor with elements (an empty one has nothing to place). Throws layout_error
+/// naming a failing rank.
 template <class Mesh, std::size_t RM, std::size_t RS>
 void check_merged_pieces(const char* who, const Mesh& m, const runtime_layout& lm, const std::array<std::int64_t, RM>& em,
-                         const runtime_layout& ls, const std::array<std::int64_t, RS>& es, int d, std::int64_t inner) {
+                         const runtime_layout& ls, const std::array<std::int64_t, RS>& es, int d, std::int64_t inner, bool x_merged) {
   bool sharded = false;
   for (int a = 0; a < lm.naxes; ++a) sharded = sharded || lm[a].is_shard(d);
   if (!sharded || std::find(em.begin(), em.end(), std::int64_t{0}) != em.end()) return;
@@ -103,18 +108,22 @@ void check_merged_pieces(const char* who, const Mesh& m, const runtime_layout& l
     rank_to_coord(r, shape.data(), Mesh::naxes, c.data());
     const box bm = local_box(lm, shape.data(), c.data(), em.data(), static_cast<int>(RM));
     const box bs = local_box(ls, shape.data(), c.data(), es.data(), static_cast<int>(RS));
-    if (bm.off[d] == bs.off[d] * inner && bm.ext[d] == bs.ext[d] * inner) continue;
+    const std::int64_t s0 = bs.off[d] * inner, s1 = (bs.off[d] + bs.ext[d]) * inner, m0 = bm.off[d], m1 = bm.off[d] + bm.ext[d];
+    if (s0 == m0 && s1 == m1) continue;
+    const auto range = [](std::int64_t a, std::int64_t b) { return std::to_string(a) + ".." + std::to_string(b); };
     std::string coord = "(";
     for (int a = 0; a < Mesh::naxes; ++a) coord += (a ? ", " : "") + std::to_string(c[static_cast<std::size_t>(a)]);
-    throw layout_error(std::string(who) + ": dim " + std::to_string(d) + " is sharded (layout \"" + to_string(lm) + "\" on a " +
-                       describe_mesh(m) + ") and its pieces are not the balanced pieces of the reshaped dims: the rank at mesh "
-                       "coordinates " + coord + ") holds elements " + std::to_string(bm.off[d]) + ".." +
-                       std::to_string(bm.off[d] + bm.ext[d]) + " of the merged extent " + std::to_string(em[static_cast<std::size_t>(d)]) +
-                       ", where the outer of the split dims (extent " + std::to_string(es[static_cast<std::size_t>(d)]) + ", inner size " +
-                       std::to_string(inner) + ") would give it " + std::to_string(bs.off[d] * inner) + ".." +
-                       std::to_string((bs.off[d] + bs.ext[d]) * inner) +
-                       "; redistribute so that dim " + std::to_string(d) + " is not sharded first, or use an extent that the mesh "
-                       "axes sharding it divide evenly");
+    const std::string ds = std::to_string(d);
+    throw layout_error(std::string(who) + ": layout \"" + to_string(x_merged ? lm : ls) + "\" on a " + describe_mesh(m) + ": dim " + ds +
+                       " is sharded and its pieces do not stay balanced pieces: the rank at mesh coordinates " + coord +
+                       ") holds elements " + range(x_merged ? m0 : s0, x_merged ? m1 : s1) + " of the merged extent " +
+                       std::to_string(em[static_cast<std::size_t>(d)]) + ", but the result's layout gives it " +
+                       range(x_merged ? s0 : m0, x_merged ? s1 : m1) +
+                       "; redistribute so that dim " + ds + " is not sharded first, or choose " +
+                       (x_merged ? "a first size " + std::to_string(es[static_cast<std::size_t>(d)]) + " that the mesh axes sharding dim " + ds +
+                                       " divide evenly"
+                                 : "an extent of dim " + ds + " (" + std::to_string(es[static_cast<std::size_t>(d)]) +
+                                       ") that the mesh axes sharding it divide evenly"));
   }
 }
 
@@ -147,7 +156,7 @@ template <class L, int R, int First, int Last>
 using flatten_layout_t = typename flatten_layout<L, R, First, Last>::type;
 
 /// The layout of unflatten<D>(x, sizes) for x of layout L and N sizes.
-/// Example: unflatten_layout_t<layout<shard<2>, shard<1>>, 2, 3> is layout<shard<4>, shard<1>>.
+/// Example: unflatten_layout_t<layout<shard<2>, shard<1>>, 1, 3> is layout<shard<4>, shard<1>>.
 template <class L, int D, int N>
 struct unflatten_layout {
   static_assert(layout_type<L>, "shardcast::unflatten_layout: L must be a compile-time layout<P...>.");
@@ -164,9 +173,11 @@ template <int First, int Last, class T, int R, class L, class Mesh>
 auto flatten(const dtensor<T, R, L, Mesh>& x) {
   static_assert(0 <= First && First <= Last && Last < R,
                 "shardcast::flatten<First, Last>: need 0 <= First <= Last < rank of x (the dims First..Last are merged).");
-  constexpr int RY = R - (Last - First);
+  constexpr bool dims_ok = 0 <= First && First <= Last && Last < R;
+  constexpr int RY = dims_ok ? R - (Last - First) : R;
   constexpr bool dyn = detail::is_dynamic_v<L>;
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, flatten_layout<L, R, First, Last>>::type;
+  using LY = typename std::conditional_t<dyn || !dims_ok, std::type_identity<std::conditional_t<dyn, dynamic_layout, L>>,
+                                         flatten_layout<L, R, First, Last>>::type;
   constexpr const char* who = "shardcast::flatten";
   detail::require_mesh(x.mesh(), who);
   const detail::reshape_verdict v = detail::flatten_rules(x.layout(), First, Last);
@@ -183,7 +194,7 @@ auto flatten(const dtensor<T, R, L, Mesh>& x) {
   for (int d = 0; d < RY; ++d)
     ey[static_cast<std::size_t>(d)] = d < First ? ex[static_cast<std::size_t>(d)] : d > First ? ex[static_cast<std::size_t>(d + Last - First)]
                                                                                               : ex[static_cast<std::size_t>(First)] * inner;
-  detail::check_merged_pieces(who, x.mesh(), v.out, ey, x.layout(), ex, First, inner);
+  detail::check_merged_pieces(who, x.mesh(), v.out, ey, x.layout(), ex, First, inner, false);
   const box b = local_box(v.out, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
   return detail::reshaped_handle<dtensor<T, RY, LY, Mesh>>(x, ey, v.out, b);
 }
@@ -208,20 +219,17 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
   const std::int64_t n = ex[static_cast<std::size_t>(D)];
   std::array<std::int64_t, N> s = sizes;
   int infer = -1;
-  std::int64_t known = 1;
-  bool bad = false, zero = false;
+  std::int64_t known = 1;  // the product of the given sizes
+  bool bad = false;
   for (std::size_t i = 0; i < N; ++i) {
     if (s[i] == -1 && infer < 0) {
       infer = static_cast<int>(i);
       continue;
     }
-    if (s[i] < 0) bad = true;
-    else if (s[i] == 0) zero = true;
-    else if (!zero && known <= n) known = known > n / s[i] ? n + 1 : known * s[i];  // saturates above n
+    if (s[i] < 0 || __builtin_mul_overflow(known, s[i], &known)) bad = true;
   }
-  if (zero) known = 0;
   if (!bad && infer >= 0) {
-    if (known > 0 && known <= n && n % known == 0) {
+    if (known > 0 && n % known == 0) {
       s[static_cast<std::size_t>(infer)] = n / known;
       known = n;
     } else {
@@ -240,9 +248,10 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
     ey[static_cast<std::size_t>(d)] = d < D ? ex[static_cast<std::size_t>(d)]
                                       : d < D + static_cast<int>(N) ? s[static_cast<std::size_t>(d - D)]
                                                                     : ex[static_cast<std::size_t>(d - static_cast<int>(N) + 1)];
+  detail::checked_volume(ey, who);  // the new extents' non-zero product fits, as for any tensor
   std::int64_t inner = 1;
   for (std::size_t i = 1; i < N; ++i) inner *= s[i];
-  detail::check_merged_pieces(who, x.mesh(), x.layout(), ex, ly, ey, D, inner);
+  detail::check_merged_pieces(who, x.mesh(), x.layout(), ex, ly, ey, D, inner, true);
   const box b = local_box(ly, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
   return detail::reshaped_handle<dtensor<T, RY, LY, Mesh>>(x, ey, ly, b);
 }
@@ -250,6 +259,30 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
 template <int D, class T, int R, class L, class Mesh, std::size_t N>
 auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::int64_t (&sizes)[N]) {
   return unflatten<D>(x, detail::to_extents(sizes));
+}
+
+/// flatten of a tensor the caller gives up: the result holds its storage and x is left
+/// empty (as for the operators; a tensor of const elements is never given up). If it
+/// throws, x is left as it was.
+template <int First, int Last, class T, int R, class L, class Mesh>
+  requires(!std::is_const_v<T>)
+auto flatten(dtensor<T, R, L, Mesh>&& x) {
+  auto y = flatten<First, Last>(std::as_const(x));
+  x = dtensor<T, R, L, Mesh>();
+  return y;
+}
+/// unflatten of a tensor the caller gives up (see flatten).
+template <int D, class T, int R, class L, class Mesh, std::size_t N>
+  requires(!std::is_const_v<T>)
+auto unflatten(dtensor<T, R, L, Mesh>&& x, const std::array<std::int64_t, N>& sizes) {
+  auto y = unflatten<D>(std::as_const(x), sizes);
+  x = dtensor<T, R, L, Mesh>();
+  return y;
+}
+template <int D, class T, int R, class L, class Mesh, std::size_t N>
+  requires(!std::is_const_v<T>)
+auto unflatten(dtensor<T, R, L, Mesh>&& x, const std::int64_t (&sizes)[N]) {
+  return unflatten<D>(std::move(x), detail::to_extents(sizes));
 }
 
 }  // namespace shardcast
