@@ -176,6 +176,22 @@ std::string shape_name(const std::array<int, N>& s) {
   return t;
 }
 
+/// "" when `call()` throws layout_error whose message names the illegal pair
+/// "on mesh axis <bad_axis> A is <la[bad_axis]> and B is <lb[bad_axis]>", else what went wrong
+/// (prefixed by `what`). For the binary operators' refusals on dynamic layouts.
+template <class F>
+std::string refused_naming_axis(F&& call, const std::string& what, int bad_axis, const sc::runtime_layout& la, const sc::runtime_layout& lb) {
+  try {
+    (void)call();
+  } catch (const sc::layout_error& e) {
+    const std::string msg = e.what();
+    const std::string axis = "on mesh axis " + std::to_string(bad_axis) + " A is " + sc::to_string(la[bad_axis]) + " and B is " +
+                             sc::to_string(lb[bad_axis]);
+    return msg.find(axis) == std::string::npos ? what + "the message does not say \"" + axis + "\": " + msg : "";
+  }
+  return what + "an illegal pair did not throw";
+}
+
 // Single-rank references and layout predicates of the elementwise tests.
 
 /// f applied to each element of a (the result's element type is what f returns).
