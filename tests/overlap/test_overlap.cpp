@@ -332,6 +332,38 @@ TEST_CASE("the GEMM runs on the calling thread, once per non-empty member piece"
   }
 }
 
+TEST_CASE("the overlapped matmuls take their GEMM functor by reference: a move-only, stateful one is called, not copied") {
+  struct counting {
+    int calls = 0;
+    counting() = default;
+    counting(counting&&) = default;
+    counting(const counting&) = delete;
+    void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+                    float* c, std::int64_t ldc) {
+      ++calls;
+      sc::host_gemm{}(m, n, k, a, lda, b, ldb, c, ldc);
+    }
+  };
+  failures f;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, {2});
+    sc::overlap_context ctx(mesh);
+    const auto gx = ints<float>(8 * 3, 0), gw = ints<float>(3 * 4, 1);
+    auto x = sc::distribute<sc::layout<S0>>(mesh, gx, {8, 3});
+    auto w = sc::distribute<sc::layout<S1>>(mesh, gw, {3, 4});
+    counting g;
+    auto y = sc::all_gather_matmul<0>(ctx, x, w, 2, g);  // 2 members x 2 pieces
+    const int after_gather = g.calls;
+    auto x1 = sc::distribute<sc::layout<S1>>(mesh, ints<float>(8 * 4, 2), {8, 4});
+    auto w0 = sc::distribute<sc::layout<S0>>(mesh, ints<float>(4 * 3, 3), {4, 3});
+    (void)sc::matmul_reduce_scatter<0>(ctx, x1, w0, 2, g);
+    if (after_gather != 4 || g.calls <= after_gather)
+      f.add("rank " + std::to_string(comm.rank()) + ": " + std::to_string(after_gather) + " then " + std::to_string(g.calls) + " calls");
+    if (sc::to_global(y) != sc::testing::ref_gemm(gx, gw, 8, 3, 4)) f.add("rank " + std::to_string(comm.rank()) + ": wrong product");
+  });
+  f.report();
+}
+
 namespace {
 // A host communicator that records which thread calls all_gather and reduce_scatter
 // (copies and splits share one log per rank).

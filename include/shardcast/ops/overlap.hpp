@@ -405,7 +405,7 @@ dtensor<std::remove_const_t<TX>, 2, LY, Mesh> overlap_output(const overlap_conte
 /// @param x X [t, h], shard<0> on Axis (unchanged)
 /// @param w W [h, o], shard<1> on Axis (unchanged)
 /// @param chunks pieces each rank's rows are cut into; 1 = all-gather, then multiply
-/// @param gemm local GEMM functor, called on this thread as gemm(m, n, k, a, lda, b, ldb, c, ldc)
+/// @param gemm local GEMM functor, taken by reference as by matmul, called on this thread as gemm(m, n, k, a, lda, b, ldb, c, ldc)
 ///        (row-major, C overwritten) once per member piece; pieces with no inner extent are
 ///        zero-filled without a call
 /// @throws layout_error if the extents, meshes or `chunks` do not fit
@@ -414,8 +414,9 @@ template <int Axis, class TX, class TW, class LX, class LW, class Mesh, class Ge
 dtensor<std::remove_const_t<TX>, 2, all_gather_matmul_result_layout_t<Axis, LX, LW>, Mesh> all_gather_matmul(overlap_context<Mesh>& ctx,
                                                                                                               const dtensor<TX, 2, LX, Mesh>& x,
                                                                                                               const dtensor<TW, 2, LW, Mesh>& w,
-                                                                                                              int chunks, Gemm gemm = {}) {
+                                                                                                              int chunks, Gemm&& gemm = Gemm{}) {
   using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
+  auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));  // by reference (see matmul)
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
   using ops = detail::memory_ops<host_memory>;
@@ -473,7 +474,7 @@ dtensor<std::remove_const_t<TX>, 2, all_gather_matmul_result_layout_t<Axis, LX, 
       if (r == 0 || n == 0) continue;
       T* out = y.data() + rp.off_of(q, c) * n;
       if (k == 0) ops::fill(out, static_cast<std::size_t>(r * n), T{});
-      else gemm(r, n, k, gathered.get() + goff[static_cast<std::size_t>(c)] + static_cast<std::size_t>(q * mr * k), k, w.data(), n, out, n);
+      else g(r, n, k, gathered.get() + goff[static_cast<std::size_t>(c)] + static_cast<std::size_t>(q * mr * k), k, w.data(), n, out, n);
     }
   }
   return y;
@@ -496,8 +497,9 @@ dtensor<std::remove_const_t<TX>, 2, all_gather_matmul_result_layout_t<Axis, LX, 
 /// @throws comm_error if a collective fails or a peer fails mid-pipeline
 template <int Axis, class TX, class TW, class LX, class LW, class Mesh, class Gemm = host_gemm>
 dtensor<std::remove_const_t<TX>, 2, matmul_reduce_scatter_result_layout_t<Axis, LX, LW>, Mesh> matmul_reduce_scatter(
-    overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TW, 2, LW, Mesh>& w, int chunks, Gemm gemm = {}) {
+    overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TW, 2, LW, Mesh>& w, int chunks, Gemm&& gemm = Gemm{}) {
   using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
+  auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));  // by reference (see matmul)
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
   using ops = detail::memory_ops<host_memory>;
@@ -539,7 +541,7 @@ dtensor<std::remove_const_t<TX>, 2, matmul_reduce_scatter_result_layout_t<Axis, 
       T* dst = part + q * mr * n;
       if (r > 0) {
         if (k == 0) ops::fill(dst, static_cast<std::size_t>(r * n), T{});
-        else gemm(r, n, k, x.data() + rp.off_of(q, c) * k, k, w.data(), n, dst, n);
+        else g(r, n, k, x.data() + rp.off_of(q, c) * k, k, w.data(), n, dst, n);
       }
       ops::fill(dst + r * n, static_cast<std::size_t>((mr - r) * n), T{});
     }
