@@ -229,18 +229,26 @@ class dtensor {
 };
 
 namespace detail {
+/// Internal: the tensor of type Y over `data` (owned by `owner`, or by the caller when it is
+/// empty) with global extents `ext` and this rank's box `b` (the box its layout gives), on
+/// mesh handle `m`; `l` is the layout value a dynamic-layout Y holds (a compile-time Y's
+/// layout is its type, and `l` is not read).
+template <class Y, class M>
+Y handle_of(M&& m, const std::array<std::int64_t, static_cast<std::size_t>(Y::rank)>& ext, std::shared_ptr<typename Y::value_type> owner,
+            typename Y::value_type* data, const box& b, const runtime_layout& l) {
+  if constexpr (std::is_same_v<typename Y::layout_type, dynamic_layout>)
+    return Y(std::forward<M>(m), ext, std::move(owner), data, b, l);
+  else
+    return (void)l, Y(std::forward<M>(m), ext, std::move(owner), data, b);
+}
+
 /// Internal: x with its elements seen as mutable (the same piece and storage), for code
 /// that only reads them, so that a tensor of const elements runs the code of one of
 /// mutable elements. Nothing may write through the result.
 template <class T, int R, class L, class Mesh>
 dtensor<T, R, L, Mesh> unconst(const dtensor<const T, R, L, Mesh>& x) {
-  using Y = dtensor<T, R, L, Mesh>;
-  std::shared_ptr<T> owner = std::const_pointer_cast<T>(x.owner());
-  T* const data = const_cast<T*>(x.data());
-  if constexpr (std::is_same_v<L, dynamic_layout>)
-    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box(), x.layout());
-  else
-    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box());
+  return handle_of<dtensor<T, R, L, Mesh>>(x.mesh(), x.global_extents(), std::const_pointer_cast<T>(x.owner()), const_cast<T*>(x.data()),
+                                           x.local_box(), x.layout());
 }
 
 /// Internal: x itself when its elements are mutable; for const elements, unconst(x). For
@@ -266,10 +274,7 @@ Y take_as(X& x, const runtime_layout& l) {
   const box b = x.local_box();
   auto* const data = x.data();
   auto taken = x.take();
-  if constexpr (std::is_same_v<typename Y::layout_type, dynamic_layout>)
-    return Y(std::move(taken.first), ext, std::move(taken.second), data, b, l);
-  else
-    return (void)l, Y(std::move(taken.first), ext, std::move(taken.second), data, b);
+  return handle_of<Y>(std::move(taken.first), ext, std::move(taken.second), data, b, l);
 }
 }  // namespace detail
 

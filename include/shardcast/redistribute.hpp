@@ -268,10 +268,7 @@ Y copy_of_read_only(const dtensor<const T, R, L, Mesh>& x, const runtime_layout&
   std::shared_ptr<T> owner = allocate_result<T>(x.mesh(), n, s);
   memory_ops<typename Mesh::memory_space>::copy(owner.get(), x.data(), n, s);
   T* const data = owner.get();
-  if constexpr (std::is_same_v<typename Y::layout_type, dynamic_layout>)
-    return Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box(), to);
-  else
-    return (void)to, Y(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box());
+  return handle_of<Y>(x.mesh(), x.global_extents(), std::move(owner), data, x.local_box(), to);
 }
 
 /// Why x and y do not fit redistribute_into (cold: only called when they do not).

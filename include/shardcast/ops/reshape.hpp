@@ -83,10 +83,8 @@ struct flatten_merges_a_sharded_inner_dim_on_mesh_axis {
                 "sharded dim to the front of the merged ones.");
 };
 
-template <class L, int R, int First, int Last>
-constexpr bool flatten_dims_ok() {
-  return 0 <= First && First <= Last && Last < R;
-}
+template <int R, int First, int Last>
+inline constexpr bool flatten_dims_ok = 0 <= First && First <= Last && Last < R;
 
 /// Checks, for every mesh coordinate, that x's piece and the result's piece hold the same
 /// run of the merged dim `d`: the merged side (layout lm, extents em) is the result of a
@@ -127,14 +125,6 @@ void check_merged_pieces(const char* who, const Mesh& m, const runtime_layout& l
   }
 }
 
-/// A handle of type Y on x's storage with extents `e` and layout value `l` (this rank's box `b`).
-template <class Y, class X, std::size_t RY>
-Y reshaped_handle(const X& x, const std::array<std::int64_t, RY>& e, const runtime_layout& l, const box& b) {
-  if constexpr (is_dynamic_v<typename Y::layout_type>)
-    return Y(x.mesh(), e, x.owner(), x.data(), b, l);
-  else
-    return Y(x.mesh(), e, x.owner(), x.data(), b);
-}
 }  // namespace detail
 
 /// The layout of flatten<First, Last>(x) for x of layout L and rank R.
@@ -142,7 +132,7 @@ Y reshaped_handle(const X& x, const std::array<std::int64_t, RY>& e, const runti
 template <class L, int R, int First, int Last>
 struct flatten_layout {
   static_assert(layout_type<L>, "shardcast::flatten_layout: L must be a compile-time layout<P...>.");
-  static_assert(detail::flatten_dims_ok<L, R, First, Last>(),
+  static_assert(detail::flatten_dims_ok<R, First, Last>,
                 "shardcast::flatten<First, Last>: need 0 <= First <= Last < rank of x (the dims First..Last are merged).");
   static constexpr detail::reshape_verdict v = detail::flatten_rules(L::desc, First, Last);
   static constexpr int axis = v.bad_axis < 0 ? 0 : v.bad_axis;
@@ -171,9 +161,8 @@ using unflatten_layout_t = typename unflatten_layout<L, D, N>::type;
 ///         First is sharded and its pieces are not balanced pieces of the merged dim
 template <int First, int Last, class T, int R, class L, class Mesh>
 auto flatten(const dtensor<T, R, L, Mesh>& x) {
-  static_assert(0 <= First && First <= Last && Last < R,
-                "shardcast::flatten<First, Last>: need 0 <= First <= Last < rank of x (the dims First..Last are merged).");
-  constexpr bool dims_ok = 0 <= First && First <= Last && Last < R;
+  constexpr bool dims_ok = detail::flatten_dims_ok<R, First, Last>;
+  static_assert(dims_ok, "shardcast::flatten<First, Last>: need 0 <= First <= Last < rank of x (the dims First..Last are merged).");
   constexpr int RY = dims_ok ? R - (Last - First) : R;
   constexpr bool dyn = detail::is_dynamic_v<L>;
   using LY = typename std::conditional_t<dyn || !dims_ok, std::type_identity<std::conditional_t<dyn, dynamic_layout, L>>,
@@ -196,7 +185,7 @@ auto flatten(const dtensor<T, R, L, Mesh>& x) {
                                                                                               : ex[static_cast<std::size_t>(First)] * inner;
   detail::check_merged_pieces(who, x.mesh(), v.out, ey, x.layout(), ex, First, inner, false);
   const box b = local_box(v.out, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
-  return detail::reshaped_handle<dtensor<T, RY, LY, Mesh>>(x, ey, v.out, b);
+  return detail::handle_of<dtensor<T, RY, LY, Mesh>>(x.mesh(), ey, x.owner(), x.data(), b, v.out);
 }
 
 /// Splits dim D of x into dims of extents `sizes` (their product is x's extent D; one may
@@ -253,7 +242,7 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
   for (std::size_t i = 1; i < N; ++i) inner *= s[i];
   detail::check_merged_pieces(who, x.mesh(), x.layout(), ex, ly, ey, D, inner, true);
   const box b = local_box(ly, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
-  return detail::reshaped_handle<dtensor<T, RY, LY, Mesh>>(x, ey, ly, b);
+  return detail::handle_of<dtensor<T, RY, LY, Mesh>>(x.mesh(), ey, x.owner(), x.data(), b, ly);
 }
 /// unflatten with the sizes as a braced list: `unflatten<2>(q, {heads, dh})`.
 template <int D, class T, int R, class L, class Mesh, std::size_t N>
