@@ -101,11 +101,14 @@ struct matmul_op_illegal_on_mesh_axis {
   using type = replicate;
 };
 
-/// The placement of op(X) for X's placement `p` as stored, X of rank `r`: a transposed
-/// operand swaps its last two dims.
+/// Dim d of op(X) as a dim of X as stored, X of rank `r` (and the reverse: the map is its
+/// own inverse): a transposed operand swaps its last two dims.
+constexpr int operand_dim(int d, int r, gemm_op o) {
+  return o == gemm_op::n || d < r - 2 ? d : (d == r - 1 ? r - 2 : r - 1);
+}
+/// The placement of op(X) for X's placement `p` as stored, X of rank `r`.
 constexpr placement_desc operand_placement(const placement_desc& p, int r, gemm_op o) {
-  if (o == gemm_op::n || !p.is_shard() || p.dim < r - 2) return p;
-  return placement_desc::make_shard(p.dim == r - 1 ? r - 2 : r - 1);
+  return p.is_shard() ? placement_desc::make_shard(operand_dim(p.dim, r, o)) : p;
 }
 
 /// matmul on one mesh axis: C's placement for A placement `pa` and B placement `pb` (as
@@ -154,8 +157,6 @@ struct matmul_layout_impl<layout<PA...>, layout<PB...>, RA, RB, OA, OB, std::int
 /// The legal (A, B) -> C pairs of the table above in terms of the stored placements, for
 /// the run-time message.
 inline std::string matmul_pairs_text(int ra, int rb, gemm_op oa, gemm_op ob) {
-  // The stored dim of op(X)'s dim d (X of rank r read as o).
-  const auto stored = [](int d, int r, gemm_op o) { return o == gemm_op::n || d < r - 2 ? d : (d == r - 1 ? r - 2 : r - 1); };
   std::string t;  // appended piece by piece (GCC 12 warns falsely on "(" + std::string at -O3)
   // (A, B) -> C with each placement a shard dim, or R (-1) or P(sum) (-2).
   const auto pair = [&t](int a, int b, int c) {
@@ -170,9 +171,9 @@ inline std::string matmul_pairs_text(int ra, int rb, gemm_op oa, gemm_op ob) {
   };
   const int kd = ra - 1;
   for (int d = 0; d < rb - 2; ++d) pair(d, d, d);
-  for (int d = rb - 2; d < kd; ++d) pair(stored(d, ra, oa), -1, d);
-  pair(-1, stored(rb - 1, rb, ob), kd);
-  pair(stored(kd, ra, oa), stored(rb - 2, rb, ob), -2);
+  for (int d = rb - 2; d < kd; ++d) pair(operand_dim(d, ra, oa), -1, d);
+  pair(-1, operand_dim(rb - 1, rb, ob), kd);
+  pair(operand_dim(kd, ra, oa), operand_dim(rb - 2, rb, ob), -2);
   return t.append("(R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum)");
 }
 
@@ -204,12 +205,17 @@ std::array<std::int64_t, R> operand_extents(std::array<std::int64_t, R> e, gemm_
   if (o == gemm_op::t) std::swap(e[R - 2], e[R - 1]);
   return e;
 }
-/// Whether G (a reference type) is callable as a GEMM of T in either form.
+/// Whether G (a reference type) is callable as a GEMM of T in the plain form
+/// g(m, n, k, a, lda, b, ldb, c, ldc), in the transposed form g(ta, tb, m, n, k, a, lda, b,
+/// ldb, c, ldc, accumulate) (ops/gemm.hpp), or in either.
 template <class T, class G>
-inline constexpr bool gemm_callable_v =
-    std::is_invocable_v<G, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t, T*, std::int64_t> ||
-    std::is_invocable_v<G, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t, T*,
-                        std::int64_t, bool>;
+inline constexpr bool gemm_plain_v =
+    std::is_invocable_v<G, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t, T*, std::int64_t>;
+template <class T, class G>
+inline constexpr bool gemm_transposed_v = std::is_invocable_v<G, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*,
+                                                              std::int64_t, const T*, std::int64_t, T*, std::int64_t, bool>;
+template <class T, class G>
+inline constexpr bool gemm_callable_v = gemm_plain_v<T, G> || gemm_transposed_v<T, G>;
 
 /// The GEMM functor matmul calls: `g` itself (a reference), or a copy of a const one
 /// whose call operator is not const (as when matmul took its functor by value).
@@ -282,10 +288,7 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
   constexpr bool plain = OpA == gemm_op::n && OpB == gemm_op::n;
   auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));
   using G = decltype(g);
-  constexpr bool nine = std::is_invocable_v<G&, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, const T*, std::int64_t,
-                                            T*, std::int64_t>;
-  constexpr bool twelve = std::is_invocable_v<G&, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t,
-                                              const T*, std::int64_t, T*, std::int64_t, bool>;
+  constexpr bool nine = detail::gemm_plain_v<T, G&>, twelve = detail::gemm_transposed_v<T, G&>;
   static_assert(twelve || (plain && nine),
                 "shardcast::matmul: the GEMM functor must be callable as gemm(m, n, k, a, lda, b, ldb, c, ldc) or, for a transposed "
                 "operand, as gemm(op_a, op_b, m, n, k, a, lda, b, ldb, c, ldc, accumulate) (see shardcast/ops/gemm.hpp)");
