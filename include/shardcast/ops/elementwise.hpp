@@ -1221,32 +1221,18 @@ bool whole_in(S v, std::string& shown) {
   return fits;
 }
 
-/// scale(x, factor) multiplies by the factor converted to x's element type T: for an
-/// integral T the factor must be a whole number in T's range, which the conversion keeps
-/// (0.5 would become 0, and 1000 would wrap in int8).
+/// scale(x, factor), add(x, c) and sub(x, c) use the scalar converted to x's element type
+/// T: for an integral T it must be a whole number in T's range, which the conversion keeps
+/// (0.5 would become 0, 1000 would wrap in int8, and -1 in any unsigned type). Throws
+/// layout_error naming the scalar (`noun`) and the `remedy` otherwise.
 template <class T, class S>
-void check_scale_factor(S factor) {
+void expect_whole_scalar(const char* who, const char* noun, S v, const char* remedy) {
   if constexpr (std::is_integral_v<T>) {
     std::string shown;
-    if (!whole_in<T>(factor, shown))
-      throw layout_error("shardcast::scale: x has integer elements and the factor " + shown +
+    if (!whole_in<T>(v, shown))
+      throw layout_error(std::string(who) + ": x has integer elements and the " + noun + " " + shown +
                          " is not a whole number in their range, so converting it to the element type would change it; "
-                         "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole factor");
-  }
-}
-
-/// add(x, c) and sub(x, c) add c converted to x's element type T: for an integral T, c must
-/// be a whole number in T's range, as for scale (0.5 would become 0, 300 would wrap in
-/// uint8, and -1 in any unsigned type: subtract 1 instead).
-template <class T, class S>
-void check_shift_scalar(const char* who, S c) {
-  if constexpr (std::is_integral_v<T>) {
-    std::string shown;
-    if (!whole_in<T>(c, shown))
-      throw layout_error(std::string(who) + ": x has integer elements and the scalar " + shown +
-                         " is not a whole number in their range, so converting it to the element type would change it; "
-                         "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass a whole number "
-                         "in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
+                         "convert x to a floating type first (map(x, [](int v) { return double(v); })) or pass " + remedy);
   }
 }
 
@@ -1264,30 +1250,6 @@ constexpr int partial_sum_axis(const runtime_layout& l) {
     if (l[a] == placement_desc::make_partial(reduce_op::sum)) return a;
   return -1;
 }
-/// add(x, c) / sub(x, c): fn::shift(c), after a compile-time message (static L, then
-/// fn::identity, so that map adds no second message) or a layout_error (dynamic L) for a
-/// partial<sum> axis; the other refusals are map's.
-template <class L, class S>
-auto checked_shift(const char* who, const runtime_layout& l, S c) {
-  if constexpr (is_dynamic_v<L>) {
-    if (const int a = partial_sum_axis(l); a >= 0)
-      throw layout_error(std::string(who) + ": layout \"" + to_string(l) + "\": x is partial<sum> on mesh axis " + std::to_string(a) +
-                         ", so c would be added once per partial term (n times into the sum); redistribute x to replicate "
-                         "(all_reduce) or shard (reduce_scatter) on that axis first");
-    return fn::shift(c);
-  } else {
-    (void)who;
-    (void)l;
-    constexpr int a = partial_sum_axis(L::desc);
-    if constexpr (a >= 0) {
-      (void)sizeof(scalar_shift_of_partial_sum_on_mesh_axis<a>);
-      return fn::identity;
-    } else {
-      return fn::shift(c);
-    }
-  }
-}
-
 /// The shift that subtracts c from elements of type T: -T(c), wrapped modulo 2^bits, for
 /// an integral T (x + (-c) then wraps to x - c for every c in T's range, the lowest() of a
 /// signed T included); -c in T's arithmetic type otherwise (x + (-c) is x - c exactly in
@@ -1298,6 +1260,35 @@ constexpr auto negated_shift(S c) {
     return fn::neg_fn{}(static_cast<T>(c));
   else
     return -static_cast<fn::detail::arith_t<T>>(c);
+}
+
+/// The map of add(x, c) (sub(x, c) when Negate) for x of element type T and layout L (value
+/// `l`): fn::shift(c) (of -c), after the checks of c for integral T, and of x's layout: a
+/// partial<sum> axis is a compile-time message (static L, and then fn::identity, so that
+/// map adds no second message) or a layout_error (dynamic L). The other refusals are map's.
+template <class L, class T, bool Negate, class S>
+auto shift_for(const char* who, const runtime_layout& l, S c) {
+  expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
+  const auto f = [c] {
+    if constexpr (Negate) return fn::shift(negated_shift<T>(c));
+    else return fn::shift(c);
+  };
+  if constexpr (is_dynamic_v<L>) {
+    if (const int a = partial_sum_axis(l); a >= 0)
+      throw layout_error(std::string(who) + ": layout \"" + to_string(l) + "\": x is partial<sum> on mesh axis " + std::to_string(a) +
+                         ", so c would be added once per partial term (n times into the sum); redistribute x to replicate "
+                         "(all_reduce) or shard (reduce_scatter) on that axis first");
+    return f();
+  } else {
+    (void)l;
+    constexpr int a = partial_sum_axis(L::desc);
+    if constexpr (a >= 0) {
+      (void)sizeof(scalar_shift_of_partial_sum_on_mesh_axis<a>);
+      return fn::identity;
+    } else {
+      return f();
+    }
+  }
 }
 }  // namespace detail
 
@@ -1315,7 +1306,7 @@ constexpr auto negated_shift(S c) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type s = {}) {
-  detail::check_scale_factor<std::remove_const_t<T>>(factor);
+  detail::expect_whole_scalar<std::remove_const_t<T>>("shardcast::scale", "factor", factor, "a whole factor");
   return detail::map_impl<false>("shardcast::scale", x, fn::scale(factor), s);
 }
 /// scale of a tensor the caller gives up: x is left empty, and y takes x's storage when x
@@ -1323,7 +1314,7 @@ auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = {}) {
-  detail::check_scale_factor<T>(factor);
+  detail::expect_whole_scalar<T>("shardcast::scale", "factor", factor, "a whole factor");
   return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
 }
 
@@ -1406,15 +1397,13 @@ auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto add(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  detail::check_shift_scalar<std::remove_const_t<T>>("shardcast::add", c);
-  return detail::map_impl<false>("shardcast::add", x, detail::checked_shift<L>("shardcast::add", x.layout(), c), s);
+  return detail::map_impl<false>("shardcast::add", x, detail::shift_for<L, std::remove_const_t<T>, false>("shardcast::add", x.layout(), c), s);
 }
 /// add(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  detail::check_shift_scalar<T>("shardcast::add", c);
-  return detail::map_impl<true>("shardcast::add", x, detail::checked_shift<L>("shardcast::add", x.layout(), c), s);
+  return detail::map_impl<true>("shardcast::add", x, detail::shift_for<L, T, false>("shardcast::add", x.layout(), c), s);
 }
 
 /// y = x - c elementwise for an arithmetic scalar c: x + (-c) (fn::shift of -c converted to
@@ -1424,16 +1413,13 @@ auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto sub(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  using V = std::remove_const_t<T>;
-  detail::check_shift_scalar<V>("shardcast::sub", c);
-  return detail::map_impl<false>("shardcast::sub", x, detail::checked_shift<L>("shardcast::sub", x.layout(), detail::negated_shift<V>(c)), s);
+  return detail::map_impl<false>("shardcast::sub", x, detail::shift_for<L, std::remove_const_t<T>, true>("shardcast::sub", x.layout(), c), s);
 }
 /// sub(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  detail::check_shift_scalar<T>("shardcast::sub", c);
-  return detail::map_impl<true>("shardcast::sub", x, detail::checked_shift<L>("shardcast::sub", x.layout(), detail::negated_shift<T>(c)), s);
+  return detail::map_impl<true>("shardcast::sub", x, detail::shift_for<L, T, true>("shardcast::sub", x.layout(), c), s);
 }
 
 /// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules, checks
