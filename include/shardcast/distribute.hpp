@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/agreement.hpp"
 #include "dtensor.hpp"
 #include "redistribute.hpp"
 
@@ -77,75 +78,6 @@ constexpr bool check_element_type() {
                 "shardcast: the element type is not trivially copyable, but pieces are moved with memcpy and collectives; "
                 "use a plain numeric type.");
   return true;
-}
-
-/// What one rank contributes to the argument check: its extents, its layout (as codes)
-/// and whether its own arguments were rejected (rank + 1, else 0).
-inline std::int64_t layout_code(const placement_desc& p) {
-  const std::int64_t kind = static_cast<std::int64_t>(p.kind);
-  return kind * 1000 + (p.is_shard() ? p.dim : 0) * 10 + (p.is_partial() ? static_cast<std::int64_t>(p.op) : 0);
-}
-inline std::int64_t saturating_neg(std::int64_t v) {
-  return v == std::numeric_limits<std::int64_t>::min() ? std::numeric_limits<std::int64_t>::max() : -v;
-}
-
-/// Collective over m.comm(): one in-place all_reduce(max) of [values, -values] gives every
-/// rank the maximum and minimum of every value, so all ranks reach the same verdict.
-/// Throws layout_error on every rank when a rank rejected its own arguments
-/// (`local_error` non-empty there), the layouts differ, or the extents differ.
-template <class Mesh, std::size_t R>
-void agree_on_arguments(const Mesh& m, const std::array<std::int64_t, R>& ext, const runtime_layout& l, const std::string& local_error,
-                        const char* who, typename Mesh::stream_type s) {
-  using ops = memory_ops<typename Mesh::memory_space>;
-  constexpr std::size_t nl = 1 + SHARDCAST_MAX_AXES;
-  constexpr std::size_t k = R + nl + 1;
-  std::array<std::int64_t, 2 * k> v{};
-  for (std::size_t d = 0; d < R; ++d) v[d] = ext[d];
-  v[R] = l.naxes;
-  for (int a = 0; a < l.naxes && a < SHARDCAST_MAX_AXES; ++a) v[R + 1 + static_cast<std::size_t>(a)] = layout_code(l[a]);
-  v[k - 1] = local_error.empty() ? 0 : m.rank() + 1;
-  for (std::size_t i = 0; i < k; ++i) v[k + i] = saturating_neg(v[i]);
-  // In place, so a communicator that moves no data leaves every rank's own values.
-  auto buf = ops::template allocate<std::int64_t>(v.size(), s);
-  ops::from_host(buf.get(), v.data(), v.size(), s);
-  m.comm().all_reduce(buf.get(), buf.get(), v.size(), reduce_op::max, s);
-  std::array<std::int64_t, 2 * k> r{};
-  ops::to_host(r.data(), buf.get(), r.size(), s);
-  auto lo = [&](std::size_t i) { return saturating_neg(r[k + i]); };
-
-  if (!local_error.empty()) throw layout_error(local_error);
-  if (r[k - 1] > 0)
-    throw layout_error(std::string(who) + ": rank " + std::to_string(r[k - 1] - 1) +
-                       " rejected its arguments (its own exception says why), so every rank throws instead of waiting for it; "
-                       "fix the arguments on that rank");
-  for (std::size_t i = R; i < R + nl; ++i)
-    if (r[i] != lo(i))
-      throw layout_error(std::string(who) + ": the ranks passed different layouts (rank " + std::to_string(m.rank()) + " passed \"" +
-                         to_string(l) + "\"); pass the same layout on every rank");
-  for (std::size_t d = 0; d < R; ++d)
-    if (r[d] != lo(d)) {
-      std::string mine;
-      for (std::size_t e = 0; e < R; ++e) {
-        if (e) mine += 'x';
-        mine += std::to_string(ext[e]);
-      }
-      throw layout_error(std::string(who) + ": the ranks passed different global extents: dim " + std::to_string(d) + " is " +
-                         std::to_string(lo(d)) + " on some ranks and " + std::to_string(r[d]) + " on others (rank " +
-                         std::to_string(m.rank()) + " passed " + mine + "); pass the same global extents on every rank");
-    }
-}
-
-/// What `check()` throws as layout_error on this rank, or "" when it passes: the rank-local
-/// verdict that agree_on_arguments shares before anyone throws (a rank that threw alone
-/// would leave its peers waiting in their next collective).
-template <class Check>
-std::string local_verdict(Check&& check) {
-  try {
-    check();
-  } catch (const layout_error& e) {
-    return e.what();
-  }
-  return {};
 }
 
 /// The checks every rank runs on the arguments of a tensor it makes with `who`

@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "detail/agreement.hpp"
 #include "detail/executor.hpp"
 #include "dtensor.hpp"
 #include "explain.hpp"
@@ -494,26 +495,55 @@ std::string explain(const dtensor<T, R, From, Mesh>& x, const runtime_layout& to
 }
 
 namespace detail {
-/// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
-/// rank, the plan from detail::shared_plans and its geometry, then cached in the rank's
-/// runtime_plan_cache); nullptr when the plan has no steps, i.e. x's piece
-/// is already the result's. That is exactly when `to` is x's layout (any other target is
-/// another state of the planner's search, at least one step away), which is answered
-/// without planning or a cache lookup.
+/// The first redistribute of a conversion on this rank (x's layout -> `to` for x's
+/// extents, not in the mesh's plan cache): collective over the mesh. The ranks compare x's
+/// layout, `to`, x's global extents and their own verdicts on `to` in one small all_reduce
+/// (agree_on_arguments) before any of them runs a plan, so ranks that disagree all throw
+/// layout_error instead of running different plans (which could wait for each other
+/// forever, or exchange pieces of equal size and give wrong values). Every rank of a mesh
+/// meets the same conversions in the same order, so they all miss the cache together and
+/// later calls cost nothing. Then plans (from detail::shared_plans), computes the geometry
+/// and caches both.
 template <class T, int R, class Mesh>
-const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to) {
+[[gnu::cold]] const runtime_plan_cache::entry& insert_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
+                                                                  const char* who, typename Mesh::stream_type s) {
+  plan p;
+  const std::string err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
+  const runtime_layout& from = x.layout();
+  agree_on_arguments(x.mesh(), x.global_extents(),
+                     {agreed_layout{&from, "the ranks' tensors have different layouts", "holds a tensor of layout",
+                                    "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
+                      agreed_layout{&to, "the ranks passed different target layouts", "passed",
+                                    "pass the same target layout on every rank"}},
+                     err, who, s,
+                     agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
+                                    "every rank must pass its piece of the same tensor"});
+  return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
+}
+
+/// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
+/// rank, insert_runtime_plan: the ranks agree on the conversion, then it is planned and
+/// cached in the rank's runtime_plan_cache); nullptr when the plan has no steps, i.e. x's
+/// piece is already the result's. That is exactly when `to` is x's layout (any other target
+/// is another state of the planner's search, at least one step away), which is answered
+/// without planning, a cache lookup or a collective (so a rank whose `to` is x's layout
+/// while a peer's differs is not detected here: the peer waits in the agreement, and the
+/// host backend reports the mismatch or times out).
+template <class T, int R, class Mesh>
+const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who,
+                                                    typename Mesh::stream_type s) {
   if (x.layout() == to) return nullptr;
-  require_mesh(x.mesh(), "shardcast::redistribute");
-  auto& cache = x.mesh().cache().plans;
-  const std::int64_t* ext = x.global_extents().data();
-  if (const auto* e = cache.find(x.layout(), to, ext, R)) return e;
-  const plan p = shared_runtime_plan(x, to);
-  return &cache.insert(ext, R, p, make_geometry(x.mesh(), p.steps, p.nsteps, ext, R));
+  require_mesh(x.mesh(), who);
+  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e;
+  return &insert_runtime_plan(x, to, who, s);
 }
 }  // namespace detail
 
 /// Converts a dynamic-layout tensor to `to`, planned at run time for the real mesh and extents.
-/// @throws layout_error if `to` does not fit the mesh or the tensor's rank
+/// Collective; the first call of a conversion also compares it across the mesh's ranks
+/// (detail::insert_runtime_plan).
+/// @throws layout_error on every rank if `to` does not fit the mesh or the tensor's rank on
+/// some rank, or the ranks passed different targets or pieces of different tensors
 /// x's elements may be const, as for the static form: the result then has mutable elements
 /// in new storage, also when `to` is x's layout.
 template <class T, int R, class Mesh>
@@ -525,7 +555,7 @@ dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dten
     const auto y = detail::unconst(x);  // (an lvalue: only read, never given up)
     return redistribute(y, to, s);
   } else {
-    const auto* e = detail::runtime_plan_entry(x, to);
+    const auto* e = detail::runtime_plan_entry(x, to, "shardcast::redistribute", s);
     if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
     auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
     return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
@@ -536,13 +566,13 @@ dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dten
 /// redistribute of an rvalue does: the result takes x's mesh handle, x is left empty, and a
 /// plan that is one all_reduce runs in place (in x's storage when x owns it alone). (A tensor
 /// of const elements is never given up: it goes to the form above, and stays.)
-/// @throws layout_error if `to` does not fit the mesh or the tensor's rank
+/// @throws layout_error as the form above (x is then left as it was)
 template <class T, int R, class Mesh>
   requires(!std::is_const_v<T>)
 dtensor<T, R, dynamic_layout, Mesh> redistribute(dtensor<T, R, dynamic_layout, Mesh>&& x, const runtime_layout& to,
                                                   typename Mesh::stream_type s = {}) {
   using Y = dtensor<T, R, dynamic_layout, Mesh>;
-  const auto* e = detail::runtime_plan_entry(x, to);
+  const auto* e = detail::runtime_plan_entry(x, to, "shardcast::redistribute", s);
   const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
   if (!e) return detail::take_as<Y>(x, to);
   if (e->p.nsteps == 1 && e->p.steps[0].kind == step_kind::all_reduce && !e->g.staged() && e->g.steps[0].in_elems > 0) {
@@ -605,7 +635,7 @@ void redistribute_into(const dtensor<T, R, dynamic_layout, Mesh>& x, const dtens
   static_assert(detail::check_into_output<T>());
   const runtime_layout to = y.layout();
   detail::check_into(x, y, x.layout() == to);
-  if (const auto* e = detail::runtime_plan_entry(x, to)) detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
+  if (const auto* e = detail::runtime_plan_entry(x, to, "shardcast::redistribute_into", s)) detail::execute_steps<true>(x, e->p.steps, e->p.nsteps, e->g, s, y.data());
   else detail::memory_ops<typename Mesh::memory_space>::copy(y.data(), x.data(), x.local_size(), s);  // (skips y == x)
 }
 
