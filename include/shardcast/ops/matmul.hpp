@@ -1,32 +1,45 @@
 #pragma once
 /// @file ops/matmul.hpp
-/// `matmul(a, b)`: distributed C = A * B on one mesh. A is [..., m, k] of rank RA >= 2 and
-/// B is either the matrix [k, n] (every dim of A but the last is a row dim, as in a
-/// batched projection `[batch, seq, hidden] @ [hidden, out]`) or of the same rank as A,
-/// [b..., k, n] with the same batch dims b... as A = [b..., m, k] (a batched product, as
-/// attention's per-head `Q K^T`); C is [..., m, n].
+/// `matmul(a, b)`: distributed C = A * B on one mesh, with the batch dims broadcast by rank
+/// as in torch.matmul. A is [..., m, k] of rank RA >= 2, B is [..., k, n] of rank RB >= 2,
+/// and C is [..., m, n] of rank RC = max(RA, RB). The leading dims of A and B (all but their
+/// last two) are right-aligned: C's first RC-2 dims are the batch dims, A holds the last
+/// RA-2 of them and B the last RB-2, and an operand that lacks a batch dim is broadcast
+/// over it (it reads the same matrix for every index along that dim). So:
+///  - B the matrix [k, n]: every dim of A but the last is a row dim, as in a batched
+///    projection `[batch, seq, hidden] @ [hidden, out]`;
+///  - B of A's rank, [b..., k, n]: a batched product, as attention's per-head `Q K^T`;
+///  - 2 < RB < RA: B [h..., k, n] is shared by A's first RA-RB dims, `[x, h, m, k] @ [h, k, n]`;
+///  - RA < RB: A is shared by B's first RB-RA dims, `[m, k] @ [b, k, n]` is [b, m, n].
+/// A batch dim present in both operands must have the same extent in both: unlike
+/// torch.matmul, an extent-1 dim is not stretched to the other operand's extent (that
+/// throws layout_error, as any mismatch does; drop a leading extent-1 dim, e.g. by
+/// flattening it into the next one, and the operand is broadcast by rank instead).
 /// `matmul<gemm_op::n, gemm_op::t>(a, b)` multiplies by B transposed (its last two dims
 /// swapped: a matrix stored [n, k], as a PyTorch `Linear` weight), `matmul<gemm_op::t>(a, b)`
 /// by A transposed (A stored [..., k, m]); no transposed copy is made: the local GEMM reads
 /// the operand transposed.
 /// The output layout is computed at compile time, one mesh axis at a time, from the
 /// placements of op(A) and op(B) (a transposed operand's shard on one of its last two dims
-/// is op's shard on the other). With A of rank RA, and the batch dims d < RB-2 (none for a
-/// matrix B), which both operands shard alike:
+/// is op's shard on the other). Every dim of op(A) and op(B) but k is a dim of C: op(A)'s
+/// dim d < RA-1 (its batch dims and m) is C's dim d+RC-RA, op(B)'s dim d < RB-2 is C's
+/// d+RC-RB, and op(B)'s n is C's RC-1. Writing A(c) and B(c) for the operand dim that is C's
+/// dim c:
 ///
-/// | op(A) placement              | op(B) placement | C placement  |
-/// |------------------------------|-----------------|--------------|
-/// | shard<d>, d < RB-2 (batch)   | shard<d>        | shard<d>     |
-/// | shard<d>, RB-2 <= d < RA-1   | replicate       | shard<d>     |
-/// | replicate                    | shard<RB-1>     | shard<RA-1>  |
-/// | shard<RA-1>                  | shard<RB-2>     | partial<sum> |
-/// | replicate                    | replicate       | replicate    |
-/// | partial<sum>                 | replicate       | partial<sum> |
-/// | replicate                    | partial<sum>    | partial<sum> |
+/// | op(A) placement | op(B) placement | C placement  | for                                          |
+/// |-----------------|-----------------|--------------|----------------------------------------------|
+/// | shard<A(c)>     | shard<B(c)>     | shard<c>     | c a batch dim of both operands               |
+/// | shard<A(c)>     | replicate       | shard<c>     | c a dim of A only: m, or a batch dim B lacks |
+/// | replicate       | shard<B(c)>     | shard<c>     | c a dim of B only: n, or a batch dim A lacks |
+/// | shard<RA-1>     | shard<RB-2>     | partial<sum> | the contracted dim k                         |
+/// | replicate       | replicate       | replicate    |                                              |
+/// | partial<sum>    | replicate       | partial<sum> |                                              |
+/// | replicate       | partial<sum>    | partial<sum> |                                              |
 ///
-/// A batch dim sharded in one operand only is refused: over several mesh axes the pieces
-/// of the two would not nest (a balanced split of a split is not a piece of the other
-/// split), and sharding the replicated operand is a local slice.
+/// A batch dim of both operands sharded in one only is refused: over several mesh axes the
+/// pieces of the two would not nest (a balanced split of a split is not a piece of the
+/// other split), and sharding the replicated operand is a local slice. A dim that only one
+/// operand has is sharded in that operand with the other replicated, as a row dim is.
 ///
 /// For matrices (RA = RB = 2) this reads (shard<0>, replicate) -> shard<0>, (replicate,
 /// shard<1>) -> shard<1> and (shard<1>, shard<0>) -> partial<sum>, plus the last three rows.
@@ -38,8 +51,9 @@
 /// axis and both placements.
 /// No communication happens inside matmul: every rank multiplies its local pieces with a
 /// local GEMM (a pluggable functor; the default is a cache-blocked host GEMM). With a
-/// matrix B the row dims of A's local piece are contiguous, so that is one [rows, k] GEMM;
-/// a batched product is one GEMM per batch element of C's local piece.
+/// matrix B and A not transposed the row dims of A's local piece are contiguous, so that is
+/// one [rows, k] GEMM; otherwise it is one GEMM per batch element of C's local piece, of the
+/// A and B matrices that element reads.
 ///
 /// @code
 ///   using row = sc::layout<sc::shard<0>, sc::replicate>;
@@ -48,6 +62,8 @@
 ///   auto y = sc::matmul<sc::gemm_op::n, sc::gemm_op::t>(x /* [b, s, in], R */, w /* [out, in], S(0) */);  // y: S(2)
 ///   // attention scores per head: q, k [batch, heads, seq, dh], heads sharded:
 ///   auto s = sc::matmul<sc::gemm_op::n, sc::gemm_op::t>(q /* S(1) */, k /* S(1) */);  // s [batch, heads, seq, seq]: S(1)
+///   // one matrix per head shared by the batch: x [batch, heads, seq, dh] @ w [heads, dh, e]
+///   auto z = sc::matmul(x /* S(1) */, w /* S(0) */);  // z [batch, heads, seq, e]: S(1)
 /// @endcode
 
 #include <algorithm>
@@ -85,17 +101,20 @@ struct matmul_illegal_on_mesh_axis {
   using type = replicate;
 };
 
-/// The same for a batched (A of rank RankA > 2) or transposed product: PA and PB are the
-/// placements as stored, RankB is B's rank, OpA and OpB whether each operand is read
-/// transposed.
+/// The same for a batched (A or B of rank > 2) or transposed product: PA and PB are the
+/// placements as stored, RankA and RankB the operands' ranks, OpA and OpB whether each
+/// operand is read transposed.
 template <int Axis, class PA, class PB, int RankA, int RankB, gemm_op OpA, gemm_op OpB>
 struct matmul_op_illegal_on_mesh_axis {
   static_assert(dependent_false<PA, PB>,
                 "shardcast::matmul: illegal (A, B) placement pair on the mesh axis named in matmul_op_illegal_on_mesh_axis<Axis, PA, PB, "
-                "RankA, RankB, OpA, OpB>. The table applies to op(A) [..., m, k] of rank RankA and op(B) [k, n] or [b..., k, n] of "
-                "rank RankB, where a transposed operand (gemm_op::t) has the shards of its last two dims swapped. Legal pairs on each "
-                "axis (op(A), op(B)) -> C: (shard<d>, shard<d>) -> shard<d> for a batch dim d < RankB-2 (both operands shard it); "
-                "(shard<d>, replicate) -> shard<d> for a row dim RankB-2 <= d < RankA-1; (replicate, shard<RankB-1>) -> shard<RankA-1>; (shard<RankA-1>, "
+                "RankA, RankB, OpA, OpB>. The table applies to op(A) [..., m, k] of rank RankA and op(B) [..., k, n] of rank RankB, "
+                "where a transposed operand (gemm_op::t) has the shards of its last two dims swapped; C has rank RC = max(RankA, "
+                "RankB), and the leading dims of op(A) and op(B) are right-aligned with C's first RC-2 (op(A)'s dim d < RankA-1 is "
+                "C's dim d+RC-RankA, op(B)'s dim d < RankB-2 is C's d+RC-RankB, op(B)'s n is C's RC-1). Legal pairs on each axis "
+                "(op(A), op(B)) -> C, for C's dim c: (shard<A's dim of c>, shard<B's dim of c>) -> shard<c> for a batch dim of both "
+                "operands; (shard<A's dim of c>, replicate) -> shard<c> for a dim of A only (m, or a batch dim that B lacks); "
+                "(replicate, shard<B's dim of c>) -> shard<c> for a dim of B only (n, or a batch dim that A lacks); (shard<RankA-1>, "
                 "shard<RankB-2>) -> partial<sum>; (replicate, replicate) -> replicate; (partial<sum>, replicate) -> partial<sum>; "
                 "(replicate, partial<sum>) -> partial<sum>. Redistribute A or B first so the pair on that axis is one of these.");
   using type = replicate;
@@ -111,20 +130,36 @@ constexpr placement_desc operand_placement(const placement_desc& p, int r, gemm_
   return p.is_shard() ? placement_desc::make_shard(operand_dim(p.dim, r, o)) : p;
 }
 
+/// How the dims of op(A) [..., m, k] of rank `ra` and op(B) [..., k, n] of rank `rb` map to
+/// C's: C has rank rc = max(ra, rb), and the leading dims of the operands are right-aligned
+/// with C's batch dims (torch.matmul's broadcasting by rank).
+struct matmul_dims {
+  int ra, rb, rc, lead_a, lead_b;  // lead_x: C's dims before op(X)'s first (the dims X is broadcast over)
+  constexpr matmul_dims(int a, int b) : ra(a), rb(b), rc(a > b ? a : b), lead_a(rc - a), lead_b(rc - b) {}
+  /// op(A)'s dim of C's dim c < rc-1 (a batch dim or m), or -1 when A lacks it.
+  constexpr int a_dim(int c) const { return c >= lead_a && c < rc - 1 ? c - lead_a : -1; }
+  /// op(B)'s dim of C's dim c (a batch dim or n), or -1 when B lacks it.
+  constexpr int b_dim(int c) const { return c == rc - 1 ? rb - 1 : (c >= lead_b && c < rc - 2 ? c - lead_b : -1); }
+};
+
 /// matmul on one mesh axis: C's placement for A placement `pa` and B placement `pb` (as
-/// stored), with A of rank `ra`, B of rank `rb` (2, or `ra` for a batched product) and the
-/// operands read as `oa`/`ob`, or op_rule::matmul_pair when the pair is not in the table
-/// above. One source for the compile-time layouts (matmul_rule) and the run-time checks of
-/// dynamic_layout operands.
+/// stored), with A of rank `ra`, B of rank `rb` and the operands read as `oa`/`ob`, or
+/// op_rule::matmul_pair when the pair is not in the table above. One source for the
+/// compile-time layouts (matmul_rule) and the run-time checks of dynamic_layout operands.
 constexpr axis_rule matmul_axis_rule(const placement_desc& pa, const placement_desc& pb, int ra = 2, int rb = 2,
                                      gemm_op oa = gemm_op::n, gemm_op ob = gemm_op::n) {
   const placement_desc sum_partial = placement_desc::make_partial(reduce_op::sum);
   const placement_desc a = operand_placement(pa, ra, oa), b = operand_placement(pb, rb, ob);
-  const int kd = ra - 1, nb = rb - 2;  // A's contracted dim, B's batch dims
-  if (a.is_shard() && a.dim < nb && a == b) return {op_rule::ok, a};
-  if (a.is_shard() && a.dim >= nb && a.dim < kd && b.is_replicate()) return {op_rule::ok, a};
-  if (a.is_replicate() && b.is_shard(rb - 1)) return {op_rule::ok, placement_desc::make_shard(kd)};
-  if (a.is_shard(kd) && b.is_shard(rb - 2)) return {op_rule::ok, sum_partial};
+  const matmul_dims m(ra, rb);
+  // A shard of one of C's dims c: in both operands alike when both have c, else in the one
+  // that has it with the other replicated.
+  for (int c = 0; c < m.rc; ++c) {
+    const int da = m.a_dim(c), db = m.b_dim(c);
+    const bool in_a = da >= 0 && a.is_shard(da), in_b = db >= 0 && b.is_shard(db);
+    if (da >= 0 && db >= 0 ? in_a && in_b : da >= 0 ? in_a && b.is_replicate() : in_b && a.is_replicate())
+      return {op_rule::ok, placement_desc::make_shard(c)};
+  }
+  if (a.is_shard(ra - 1) && b.is_shard(rb - 2)) return {op_rule::ok, sum_partial};
   if (a.is_replicate() && b.is_replicate()) return {op_rule::ok, a};
   if (a == sum_partial && b.is_replicate()) return {op_rule::ok, a};
   if (a.is_replicate() && b == sum_partial) return {op_rule::ok, b};
@@ -169,11 +204,13 @@ inline std::string matmul_pairs_text(int ra, int rb, gemm_op oa, gemm_op ob) {
     }
     t.append(", ");
   };
-  const int kd = ra - 1;
-  for (int d = 0; d < rb - 2; ++d) pair(d, d, d);
-  for (int d = rb - 2; d < kd; ++d) pair(operand_dim(d, ra, oa), -1, d);
-  pair(-1, operand_dim(rb - 1, rb, ob), kd);
-  pair(operand_dim(kd, ra, oa), operand_dim(rb - 2, rb, ob), -2);
+  // C's dims in order (the batch dims, m, n), then k.
+  const matmul_dims m(ra, rb);
+  for (int c = 0; c < m.rc; ++c) {
+    const int da = m.a_dim(c), db = m.b_dim(c);
+    pair(da >= 0 ? operand_dim(da, ra, oa) : -1, db >= 0 ? operand_dim(db, rb, ob) : -1, c);
+  }
+  pair(operand_dim(ra - 1, ra, oa), operand_dim(rb - 2, rb, ob), -2);
   return t.append("(R, R) -> R, (P(sum), R) -> P(sum) and (R, P(sum)) -> P(sum)");
 }
 
@@ -188,7 +225,7 @@ inline void expect_matmul_legal(const char* who, const layout_rule& r, const run
                      (oa == gemm_op::t ? ", A read transposed" : "") + (ob == gemm_op::t ? ", B read transposed" : "") +
                      "), which matmul does not take; the legal (A, B) -> C pairs on each axis are " + matmul_pairs_text(ra, rb, oa, ob) +
                      ", so redistribute A or B first (e.g. to R on that axis" +
-                     (rb > 2 ? "; a batch dim sharded in one operand only: shard the other alike, a local slice" : "") + ")");
+                     (ra > 2 && rb > 2 ? "; a batch dim of both sharded in one operand only: shard the other alike, a local slice" : "") + ")");
 }
 
 /// The box of op(X) for X's box as stored: a transposed operand swaps its last two dims.
@@ -231,8 +268,8 @@ decltype(auto) callable_gemm(Gemm&& g) {
 }  // namespace detail
 
 /// The layout of matmul(A, B) for A of layout LA and rank RankA, B of layout LB and rank
-/// RankB (2, or RankA for a batched product), the operands read as OpA and OpB
-/// (gemm_op::t: transposed).
+/// RankB (both >= 2; the result has rank max(RankA, RankB)), the operands read as OpA and
+/// OpB (gemm_op::t: transposed).
 template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_op::n, gemm_op OpB = gemm_op::n>
 struct matmul_layout {
   static_assert(layout_type<LA> && layout_type<LB>,
@@ -255,32 +292,32 @@ template <class LA, class LB, int RankA = 2, int RankB = 2, gemm_op OpA = gemm_o
 using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, RankB, OpA, OpB>::type;
 
 /// C = op(A) * op(B) (see the file comment): OpA/OpB = gemm_op::t reads that operand
-/// transposed (its last two dims swapped). A is [..., m, k] (rank RA >= 2), B is [k, n] or,
-/// for a batched product, [b..., k, n] of rank RA with A = [b..., m, k]; both on the same
-/// mesh; C is [..., m, n]. A transposed A of rank > 2 needs a batched B. No communication.
+/// transposed (its last two dims swapped). A is [..., m, k] (rank RA >= 2), B is [..., k, n]
+/// (rank RB >= 2), both on the same mesh; C is [..., m, n] of rank max(RA, RB), the leading
+/// dims right-aligned and an operand broadcast over the batch dims it lacks. No communication.
 /// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
 /// layouts throws instead of failing to compile.
 /// @param gemm local GEMM functor (ops/gemm.hpp), taken by reference: a move-only or stateful
 ///        one is called as it is (a const one whose call operator is not const is copied);
 ///        the default is a host_gemm. Called as gemm(m, n, k, a, lda, b, ldb,
 ///        c, ldc) when neither operand is transposed and that form exists, else as
-///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false); row-major pointers in the
-///        mesh's memory space, lda/ldb the row strides as stored; it must overwrite c.
+///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false), once for A's flattened rows
+///        (a matrix B, A not transposed) or once per batch element of C's local piece;
+///        row-major pointers in the mesh's memory space, lda/ldb the row strides as stored;
+///        it must overwrite c.
 ///        Device backends pass their own (e.g. a cuBLAS wrapper).
 /// @param s stream C is allocated on (device meshes; the GEMM functor carries its own stream)
 /// @throws layout_error if the operands live on different meshes, if the inner extents or
-///         the batch extents differ, or (dynamic layouts) if the pair of placements on some
-///         mesh axis is not in the table above (the message names the axis and both placements)
+///         the extents of a batch dim of both differ (an extent 1 is not stretched), or
+///         (dynamic layouts) if the pair of placements on some mesh axis is not in the table
+///         above (the message names the axis and both placements)
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                                   const dtensor<TB, RB, LB, Mesh>& b,
-                                                                                                   Gemm&& gemm = Gemm{},
-                                                                                                   typename Mesh::stream_type s = {}) {
+  requires(RA >= 2 && RB >= 2 && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
+dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                                  const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                                                  Gemm&& gemm = Gemm{},
+                                                                                                                  typename Mesh::stream_type s = {}) {
   using T = std::remove_const_t<TA>;
-  static_assert(OpA == gemm_op::n || RA == RB,
-                "shardcast::matmul<gemm_op::t, ...>: a transposed A of rank > 2 needs a batched B of the same rank; with a matrix B, "
-                "transpose A first with transpose<...>(a).");
   static_assert(detail::same_elements_v<TA, TB>,
                 "shardcast::matmul: A and B have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   using LC = matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>;
@@ -297,15 +334,23 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
   detail::expect_same_mesh(who, a.mesh(), b.mesh(), "A", "B");
   const auto ea = detail::operand_extents(a.global_extents(), OpA), eb = detail::operand_extents(b.global_extents(), OpB);
-  constexpr int kd = RA - 1, nb = RB - 2;  // A's contracted dim, the batch dims
+  constexpr int RC = std::max(RA, RB), kd = RA - 1;  // C's rank, A's contracted dim
+  constexpr detail::matmul_dims dims(RA, RB);
+  // The batch dims of both operands: C's dims from the later of the two operands' first.
+  constexpr int shared_from = std::max(dims.lead_a, dims.lead_b), shared = RC - 2 - shared_from;
   bool fits = ea[kd] == eb[RB - 2];
-  for (int d = 0; d < nb; ++d) fits = fits && ea[d] == eb[d];
+  for (int c = shared_from; c < RC - 2; ++c) fits = fits && ea[dims.a_dim(c)] == eb[dims.b_dim(c)];
   if (!fits) {
     const std::string sa = detail::describe_extents(a.global_extents()), sb = detail::describe_extents(b.global_extents());
     throw layout_error(std::string(who) + ": A is " + sa + (OpA == gemm_op::t ? " (read transposed)" : "") + " but B is " + sb +
                        (OpB == gemm_op::t ? " (read transposed)" : "") + "; op(A)'s last extent (" + std::to_string(ea[kd]) +
                        ") must equal op(B)'s rows (" + std::to_string(eb[RB - 2]) + ")" +
-                       (nb > 0 ? std::string(", and the batch extents (all but the last two) must be equal") : std::string()));
+                       (shared > 0 ? ", and the batch dims they share (the dims before each operand's last two, aligned from the right: " +
+                                         std::to_string(shared) +
+                                         " here) must have equal extents; matmul does not stretch an extent-1 dim as torch.matmul "
+                                         "does (drop a leading one, e.g. by flattening it into the next dim, and the operand is "
+                                         "broadcast by rank)"
+                                   : std::string()));
   }
   runtime_layout lc{};
   if constexpr (std::is_same_v<LC, dynamic_layout>) {
@@ -313,62 +358,74 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
     detail::expect_matmul_legal(who, r, a.layout(), b.layout(), RA, RB, OpA, OpB);
     lc = r.out;
   }
-  std::array<std::int64_t, static_cast<std::size_t>(RA)> ec = ea;
-  ec[kd] = eb[RB - 1];
-  auto c = detail::make_output<T, RA, LC>(a.mesh(), ec, lc, s);
+  std::array<std::int64_t, static_cast<std::size_t>(RC)> ec{};
+  for (int c = 0; c < RC - 1; ++c) ec[c] = dims.a_dim(c) >= 0 ? ea[dims.a_dim(c)] : eb[dims.b_dim(c)];
+  ec[RC - 1] = eb[RB - 1];
+  auto c = detail::make_output<T, RC, LC>(a.mesh(), ec, lc, s);
   const box ba = detail::operand_box(a.local_box(), OpA), bb = detail::operand_box(b.local_box(), OpB);
   const box& bc = c.local_box();
-  // Same balanced split over the same axes, so the boxes line up; checked for safety.
-  bool lined_up = bb.off[RB - 1] == bc.off[kd] && bb.ext[RB - 1] == bc.ext[kd] && ba.off[kd] == bb.off[RB - 2] && ba.ext[kd] == bb.ext[RB - 2];
-  for (int d = 0; d < kd; ++d) lined_up = lined_up && ba.off[d] == bc.off[d] && ba.ext[d] == bc.ext[d];
-  for (int d = 0; d < nb; ++d) lined_up = lined_up && bb.off[d] == bc.off[d] && bb.ext[d] == bc.ext[d];
+  // Each of C's dims has the placement of the operand dims it comes from (the same balanced
+  // split over the same axes), so the boxes line up; checked for safety.
+  bool lined_up = ba.off[kd] == bb.off[RB - 2] && ba.ext[kd] == bb.ext[RB - 2];
+  for (int d = 0; d < RC; ++d) {
+    const int da = dims.a_dim(d), db = dims.b_dim(d);
+    if (da >= 0) lined_up = lined_up && ba.off[da] == bc.off[d] && ba.ext[da] == bc.ext[d];
+    if (db >= 0) lined_up = lined_up && bb.off[db] == bc.off[d] && bb.ext[db] == bc.ext[d];
+  }
   SHARDCAST_EXPECTS(lined_up, "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
   if (c.local_size() == 0) return c;
   // Row strides as stored, at least 1, so a BLAS accepts an empty piece of the contracted dim
   // (k = 0 on this rank, C not empty): BLAS requires lda >= max(1, its column count).
   const std::int64_t lda = std::max<std::int64_t>(1, a.local_box().ext[RA - 1]), ldb = std::max<std::int64_t>(1, b.local_box().ext[RB - 1]);
-  const std::int64_t n = bc.ext[kd], k = ba.ext[kd];
+  const std::int64_t n = bc.ext[RC - 1], k = ba.ext[kd];
   const auto call = [&](std::int64_t m, const T* pa, const T* pb, T* pc) {
     if constexpr (plain && nine)
       g(m, n, k, pa, lda, pb, ldb, pc, n);
     else
       g(OpA, OpB, m, n, k, pa, lda, pb, ldb, pc, n, false);
   };
-  if constexpr (nb == 0) {
+  if constexpr (RB == 2 && OpA == gemm_op::n) {
     std::int64_t rows = 1;  // A's local row dims, flattened: they are contiguous in its piece
     for (int d = 0; d < kd; ++d) rows *= ba.ext[d];
     call(rows, a.data(), b.data(), c.data());
   } else {
-    // One GEMM per batch element of the pieces (the same batch box in A, B and C).
-    std::int64_t batches = 1;
-    for (int d = 0; d < nb; ++d) batches *= bc.ext[d];
-    const std::int64_t m = bc.ext[kd - 1], per_a = m * k, per_b = k * n, per_c = m * n;
-    for (std::int64_t i = 0; i < batches; ++i) call(m, a.data() + i * per_a, b.data() + i * per_b, c.data() + i * per_c);
+    // One GEMM per batch element of C's piece. An operand's batch dims are the last of C's
+    // (right-aligned) with the same local extents, so in row-major order the element i of
+    // C reads the operand's element i modulo the operand's local batch count: the same
+    // matrix for every index along the dims it lacks.
+    std::int64_t batches = 1, batches_a = 1, batches_b = 1;
+    for (int d = 0; d < RC - 2; ++d) {
+      batches *= bc.ext[d];
+      if (d >= dims.lead_a) batches_a *= bc.ext[d];
+      if (d >= dims.lead_b) batches_b *= bc.ext[d];
+    }
+    const std::int64_t m = bc.ext[RC - 2], per_a = m * k, per_b = k * n, per_c = m * n;
+    for (std::int64_t i = 0; i < batches; ++i)
+      call(m, a.data() + i % batches_a * per_a, b.data() + i % batches_b * per_b, c.data() + i * per_c);
   }
   return c;
 }
 
 /// C = A * B: matmul<gemm_op::n, gemm_op::n>(a, b, gemm, s) (see above).
 template <class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                         const dtensor<TB, RB, LB, Mesh>& b, Gemm&& gemm = Gemm{},
-                                                                                         typename Mesh::stream_type s = {}) {
+  requires(RA >= 2 && RB >= 2 && !std::is_same_v<std::remove_cvref_t<Gemm>, typename Mesh::stream_type>)
+dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                        const dtensor<TB, RB, LB, Mesh>& b, Gemm&& gemm = Gemm{},
+                                                                                                        typename Mesh::stream_type s = {}) {
   return matmul<gemm_op::n, gemm_op::n>(a, b, std::forward<Gemm>(gemm), s);
 }
 
 /// Operands of the wrong ranks: a compile-time message.
 template <class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, class... Rest>
-  requires(RA < 2 || (RB != 2 && RB != RA))
+  requires(RA < 2 || RB < 2)
 void matmul(const dtensor<TA, RA, LA, Mesh>&, const dtensor<TB, RB, LB, Mesh>&, Rest&&...) {
-  static_assert(RA >= 2 && (RB == 2 || RB == RA),
-                "shardcast::matmul: A must have rank 2 or more ([..., m, k]; every dim but the last is a row dim) and B must be a "
-                "matrix ([k, n]) or have A's rank ([b..., k, n], a batched product with A = [b..., m, k]); a vector is a [1, n] or "
-                "[n, 1] matrix.");
+  static_assert(RA >= 2 && RB >= 2,
+                "shardcast::matmul: A and B must each have rank 2 or more (A [..., m, k], B [..., k, n], the leading dims broadcast "
+                "by rank as in torch.matmul); a vector is a [1, n] or [n, 1] matrix.");
 }
 /// The same for the transposed forms (the message above).
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, int RA, class LA, class TB, int RB, class LB, class Mesh, class... Rest>
-  requires(RA < 2 || (RB != 2 && RB != RA))
+  requires(RA < 2 || RB < 2)
 void matmul(const dtensor<TA, RA, LA, Mesh>& a, const dtensor<TB, RB, LB, Mesh>& b, Rest&&...) {
   matmul(a, b);
 }
@@ -384,10 +441,10 @@ struct default_gemm;
 /// include <shardcast/cuda/gemm.hpp> and link CUDA::cublas). C is allocated on `stream`.
 /// @throws layout_error if the inner extents differ; cuda_error if cuBLAS fails
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                                   const dtensor<TB, RB, LB, Mesh>& b,
-                                                                                                   typename Mesh::stream_type stream) {
+  requires(RA >= 2 && RB >= 2 && !std::is_same_v<typename Mesh::memory_space, host_memory>)
+dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB, RA, RB, OpA, OpB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                                  const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                                                  typename Mesh::stream_type stream) {
   using space = typename Mesh::memory_space;
   static_assert(requires { detail::default_gemm<space>::make(std::declval<typename Mesh::stream_type>()); },
                 "shardcast::matmul(a, b, stream): no default GEMM for this memory space; include <shardcast/cuda/gemm.hpp> "
@@ -396,10 +453,10 @@ dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB, OpA,
 }
 /// Device meshes: C = A * B with the default device GEMM (see above).
 template <class TA, class TB, int RA, int RB, class LA, class LB, class Mesh>
-  requires(RA >= 2 && (RB == 2 || RB == RA) && !std::is_same_v<typename Mesh::memory_space, host_memory>)
-dtensor<std::remove_const_t<TA>, RA, matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
-                                                                                         const dtensor<TB, RB, LB, Mesh>& b,
-                                                                                         typename Mesh::stream_type stream) {
+  requires(RA >= 2 && RB >= 2 && !std::is_same_v<typename Mesh::memory_space, host_memory>)
+dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB, RA, RB>, Mesh> matmul(const dtensor<TA, RA, LA, Mesh>& a,
+                                                                                                        const dtensor<TB, RB, LB, Mesh>& b,
+                                                                                                        typename Mesh::stream_type stream) {
   return matmul<gemm_op::n, gemm_op::n>(a, b, stream);
 }
 
