@@ -39,6 +39,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "../detail/wrapping.hpp"
 #include "../placement.hpp"
 
 namespace shardcast {
@@ -180,10 +181,10 @@ inline void accumulate(T* __restrict acc, const T* __restrict x, std::size_t n, 
   switch (op) {
     case reduce_op::sum:
     case reduce_op::avg:
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] + x[i]);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = wrapping_add(acc[i], x[i]);
       break;
     case reduce_op::prod:
-      for (std::size_t i = 0; i < n; ++i) acc[i] = static_cast<T>(acc[i] * x[i]);
+      for (std::size_t i = 0; i < n; ++i) acc[i] = wrapping_mul(acc[i], x[i]);
       break;
     case reduce_op::max:
       for (std::size_t i = 0; i < n; ++i) acc[i] = (x[i] > acc[i] || x[i] != x[i]) ? x[i] : acc[i];

@@ -173,10 +173,10 @@ inline void combine(T* __restrict out, const T* __restrict a, const T* __restric
   switch (op) {
     case reduce_op::sum:
     case reduce_op::avg:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] + b[i]);
+      for (std::size_t i = 0; i < n; ++i) out[i] = shardcast::detail::wrapping_add(a[i], b[i]);
       break;
     case reduce_op::prod:
-      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(a[i] * b[i]);
+      for (std::size_t i = 0; i < n; ++i) out[i] = shardcast::detail::wrapping_mul(a[i], b[i]);
       break;
     case reduce_op::max:
       for (std::size_t i = 0; i < n; ++i) out[i] = (b[i] > a[i] || b[i] != b[i]) ? b[i] : a[i];

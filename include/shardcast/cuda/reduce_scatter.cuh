@@ -61,10 +61,10 @@ struct source_list {
 template <class A>
 SHARDCAST_HOST_DEVICE inline A combine(A a, A b, reduce_op op) {
   switch (op) {
-    case reduce_op::prod: return a * b;
+    case reduce_op::prod: return shardcast::detail::wrapping_mul(a, b);  // integers wrap, as on the host
     case reduce_op::max: return (b > a || b != b) ? b : a;  // a NaN on either side wins, as on the host
     case reduce_op::min: return (b < a || b != b) ? b : a;
-    default: return a + b;  // sum, avg
+    default: return shardcast::detail::wrapping_add(a, b);  // sum, avg
   }
 }
 

@@ -42,6 +42,7 @@
 #include <type_traits>
 
 #include "../config.hpp"
+#include "../detail/wrapping.hpp"
 
 namespace shardcast::fn {
 
@@ -53,10 +54,11 @@ using math_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T,
 /// in: T itself for the built-in arithmetic types, float for the narrow ones.
 template <class T>
 using arith_t = std::conditional_t<std::is_arithmetic_v<T>, T, float>;
-/// An unsigned type at least as wide as the integral T after promotion: integer arithmetic
-/// done in it wraps around (modulo 2^bits of T once converted back) instead of overflowing.
-template <class T>
-using wrap_t = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
+// Integer arithmetic that wraps (detail/wrapping.hpp).
+using shardcast::detail::wrap_t;
+using shardcast::detail::wrapping_add;
+using shardcast::detail::wrapping_mul;
+using shardcast::detail::wrapping_sub;
 /// T is a floating-point element type (built-in or narrow): the transcendental functors
 /// refuse integral T, whose results (NaN, inf, fractions) they would have to truncate.
 template <class T>
@@ -66,17 +68,17 @@ inline constexpr bool real_v = !std::is_integral_v<T>;
 /// a + b
 struct add_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a + b); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::wrapping_add(a, b); }
 };
 /// a - b
 struct sub_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a - b); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::wrapping_sub(a, b); }
 };
 /// a * b
 struct mul_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a * b); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::wrapping_mul(a, b); }
 };
 /// a / b (integer division for integer T). Not linear in (a, b) jointly.
 struct div_fn {
@@ -88,7 +90,7 @@ template <class S>
 struct scale_fn {
   S factor;
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return static_cast<T>(x * static_cast<T>(factor)); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return detail::wrapping_mul(x, static_cast<T>(factor)); }
 };
 /// The identity map.
 struct identity_fn {

@@ -55,6 +55,7 @@
 
 #include "../config.hpp"
 #include "../detail/host_ops.hpp"
+#include "../detail/wrapping.hpp"
 #include "../distribute.hpp"
 #include "../dtensor.hpp"
 #include "../layout.hpp"
@@ -132,8 +133,8 @@ template <reduce_op O>
 struct combine_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const {
-    if constexpr (O == reduce_op::sum || O == reduce_op::avg) return static_cast<T>(a + b);
-    else if constexpr (O == reduce_op::prod) return static_cast<T>(a * b);
+    if constexpr (O == reduce_op::sum || O == reduce_op::avg) return wrapping_add(a, b);
+    else if constexpr (O == reduce_op::prod) return wrapping_mul(a, b);
     // A NaN on either side wins (as torch.max/amax and numpy.max do), whatever the order
     // the terms meet in: `b > a ? b : a` alone keeps a NaN a but drops a NaN b.
     else if constexpr (O == reduce_op::max) return (b > a || b != b) ? b : a;
