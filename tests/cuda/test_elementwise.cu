@@ -98,6 +98,17 @@ void map_suite() {
       ew::map(in.p, out.p, n, fn::exp, g.s);
       SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
       CHECK(mismatches(out.get(), ex, tolerance<T>()) == 0);
+      // The functors of div(x, c) and sub(c, x): x / c and c - x, exact for these inputs.
+      std::vector<double> quarter(n), from_one(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        quarter[i] = x[i] / 4;
+        from_one[i] = 1 - x[i];
+      }
+      ew::map(in.p, out.p, n, fn::div_by(4.0f), g.s);
+      ew::map(in.p, out2.p, n, fn::rsub(1.0f), g.s);
+      SHARDCAST_CUDA_TRY(cudaStreamSynchronize(g.s));
+      CHECK(mismatches(out.get(), quarter, 0) == 0);
+      CHECK(mismatches(out2.get(), from_one, 0) == 0);
     }
 }
 

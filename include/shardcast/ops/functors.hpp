@@ -10,7 +10,7 @@
 ///
 /// Narrow types (half, bfloat16, fp8) are computed in float: the functors convert with
 /// `static_cast`, so any type convertible to and from float works. Integer arithmetic
-/// (fn::neg, fn::abs, fn::square, fn::shift) wraps around modulo 2^bits, as the element
+/// (fn::neg, fn::abs, fn::square, fn::shift, fn::rsub, lowest() / -1) wraps around modulo 2^bits, as the element
 /// type's own unsigned arithmetic does, rather than overflowing; fn::sqrt, fn::rsqrt,
 /// fn::log, fn::tanh and fn::sigmoid take no integer elements (convert x to a floating type
 /// first).
@@ -22,12 +22,18 @@
 /// |---------------------------------|-----------------------------|-----------------------------|
 /// | neg                             | linear, nonincreasing       | partial<sum\|avg>; max <-> min |
 /// | shift(c) (x + c), c finite      | affine, nondecreasing       | partial<avg\|max\|min>       |
+/// | rsub(c) (c - x), c finite       | affine, nonincreasing       | partial<avg>; max <-> min    |
+/// | div_by(c) (x / c)               | linear (floating point)     | partial<sum\|avg>            |
+/// | rdiv(c) (c / x)                 | none                        | (replicate and shard only)  |
 /// | exp, relu, tanh, sigmoid        | nondecreasing               | partial<max\|min>            |
 /// | max(a, b), min(a, b)            | nondecreasing in each       | partial<max\|min> with a replicated other |
 /// | abs, square, sqrt, rsqrt, log   | none                        | (replicate and shard only)  |
 ///
-/// Over integers a partial<max|min> goes through neither neg nor shift (they wrap, and
-/// -lowest() is lowest()), and a partial<avg> through nothing but fn::identity. sqrt and log
+/// Over integers a partial<max|min> goes through neither neg, shift nor rsub (they wrap, and
+/// -lowest() is lowest()), a partial<avg> through nothing but fn::identity, and a
+/// partial<sum> through no division (it truncates). div_by(c) keeps no partial<max|min>:
+/// whether it keeps or swaps them depends on c's sign, a run-time value that a layout type
+/// cannot depend on. sqrt and log
 /// are nondecreasing only where they are defined: a negative term, or the -inf that a rank
 /// holding no element contributes to a partial<max>, becomes NaN, which the max reduction
 /// propagates, so they keep no partial placement.
@@ -63,6 +69,16 @@ using shardcast::detail::wrapping_sub;
 /// refuse integral T, whose results (NaN, inf, fractions) they would have to truncate.
 template <class T>
 inline constexpr bool real_v = !std::is_integral_v<T>;
+/// a / b: integer division (truncating) for integral T, where lowest() / -1 wraps to
+/// lowest() rather than overflowing (the only quotient that does not fit); T's own
+/// division otherwise.
+template <class T>
+SHARDCAST_HOST_DEVICE constexpr T quotient(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    if (b == T(-1)) return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(a));
+  }
+  return static_cast<T>(a / b);
+}
 }  // namespace detail
 
 /// a + b
@@ -80,10 +96,13 @@ struct mul_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::wrapping_mul(a, b); }
 };
-/// a / b (integer division for integer T). Not linear in (a, b) jointly.
+/// a / b (integer division, truncating toward zero, for integer T). Not linear in (a, b)
+/// jointly. Over signed integers lowest() / -1 wraps to lowest() (as fn::neg) instead of
+/// overflowing; a zero divisor is undefined for integers (inf or NaN for floating types):
+/// `shardcast::div` checks the divisor's piece on the host, the functor cannot.
 struct div_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return static_cast<T>(a / b); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::quotient(a, b); }
 };
 /// x * factor (the factor is stored in the functor; it converts to T at the call).
 template <class S>
@@ -224,6 +243,49 @@ struct shift_fn {
     }
   }
 };
+/// c - x (c is stored in the functor and converted to x's arithmetic type at the call, as
+/// in fn::shift; over integers the difference wraps modulo 2^bits). What
+/// `shardcast::sub(c, x)` maps with.
+template <class S>
+struct rsub_fn {
+  S c;
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) {
+      using U = detail::wrap_t<T>;
+      return static_cast<T>(static_cast<U>(static_cast<T>(c)) - static_cast<U>(x));
+    } else {
+      using A = detail::arith_t<T>;
+      return static_cast<T>(static_cast<A>(c) - static_cast<A>(x));
+    }
+  }
+};
+/// x / c, computed as a division (not as x * (1 / c), which rounds differently); c is
+/// stored and converted to x's arithmetic type at the call. Integer division truncates,
+/// and lowest() / -1 wraps to lowest() (see fn::div); c = 0 is undefined for integers:
+/// `shardcast::div(x, c)` refuses it before dividing, the functor cannot.
+template <class S>
+struct div_by_fn {
+  S c;
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    using A = detail::arith_t<T>;
+    if constexpr (std::is_integral_v<T>) return detail::quotient(x, static_cast<T>(c));
+    else return static_cast<T>(static_cast<A>(x) / static_cast<A>(c));
+  }
+};
+/// c / x (c stored and converted as in fn::div_by). For integers x = 0 is undefined
+/// (`shardcast::div(c, x)` checks x's piece on the host) and lowest() / -1 wraps.
+template <class S>
+struct rdiv_fn {
+  S c;
+  template <class T>
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
+    using A = detail::arith_t<T>;
+    if constexpr (std::is_integral_v<T>) return detail::quotient(static_cast<T>(c), x);
+    else return static_cast<T>(static_cast<A>(c) / static_cast<A>(x));
+  }
+};
 /// sqrt(x); NaN for x < 0. Floating-point elements only.
 struct sqrt_fn {
   template <class T>
@@ -333,6 +395,15 @@ SHARDCAST_HOST_DEVICE constexpr scale_fn<S> scale(S factor) { return scale_fn<S>
 /// `fn::shift(1.0f)` adds 1.
 template <class S>
 SHARDCAST_HOST_DEVICE constexpr shift_fn<S> shift(S c) { return shift_fn<S>{c}; }
+/// `fn::rsub(1.0f)` maps x to 1 - x.
+template <class S>
+SHARDCAST_HOST_DEVICE constexpr rsub_fn<S> rsub(S c) { return rsub_fn<S>{c}; }
+/// `fn::div_by(4.0f)` divides by 4.
+template <class S>
+SHARDCAST_HOST_DEVICE constexpr div_by_fn<S> div_by(S c) { return div_by_fn<S>{c}; }
+/// `fn::rdiv(1.0f)` maps x to 1 / x.
+template <class S>
+SHARDCAST_HOST_DEVICE constexpr rdiv_fn<S> rdiv(S c) { return rdiv_fn<S>{c}; }
 
 // ---------------------------------------------------------------------------------------
 // Marks: a functor wrapped with a property the layout rules of map/zip read (the traits
