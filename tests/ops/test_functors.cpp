@@ -694,7 +694,7 @@ TEST_CASE("marked integer neg, shift and sub are refused on an integer partial<m
   bad.report();
 }
 
-TEST_CASE("add(x, c) and sub(x, c) of a partial sum say that c would be added once per term; mul(x, c) is scale(x, c)") {
+TEST_CASE("add(x, c) and sub(x, c) of a partial sum say that c would be added once per term; mul(x, c) is scale(x, c), named mul") {
   optest::failures bad;
   sc::host::run(4, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, {2, 2});
@@ -722,7 +722,15 @@ TEST_CASE("add(x, c) and sub(x, c) of a partial sum say that c would be added on
     try {
       (void)sc::mul(xi, 0.5);
       bad.add(comm.rank(), "mul of ints by 0.5 was accepted");
-    } catch (const sc::layout_error&) {
+    } catch (const sc::layout_error& e) {
+      // mul's own name, though it shares scale's check
+      if (std::string(e.what()).find("shardcast::mul: x has integer elements and the factor 0.5 ") != 0) bad.add(comm.rank(), e.what());
+    }
+    try {
+      (void)sc::mul(sc::distribute(m, sc::runtime_layout::parse("S(0),P(max)"), g, {4, 3}), 2.0f);
+      bad.add(comm.rank(), "mul of a partial<max> was accepted");
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("shardcast::mul: layout \"S(0),P(max)\"") != 0) bad.add(comm.rank(), e.what());
     }
   });
   bad.report();

@@ -538,7 +538,7 @@ struct zip_on_partial_mesh_axis_needs_linear_functor {
 template <int Axis, class P, class F>
 struct partial_not_termwise_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
-                "shardcast::map/zip/add/sub/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
+                "shardcast::map/zip/add/sub/mul/scale: the tensor is partial<max|min|prod> on the mesh axis named in "
                 "partial_not_termwise_on_mesh_axis<Axis, P, F>; such partial terms cannot be transformed or combined one by one "
                 "(scaling by a negative number swaps max and min, max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2)), except "
                 "that a map nondecreasing in x (fn::relu, fn::exp, fn::tanh, fn::sigmoid, fn::shift(c), fn::identity, "
@@ -1290,6 +1290,13 @@ auto shift_for(const char* who, const runtime_layout& l, S c) {
     }
   }
 }
+
+/// scale(x, factor) and mul(x, c) (who names the operator in the messages): x * factor.
+template <bool Given, class X, class S>
+auto scale_impl(const char* who, X& x, S factor, typename X::mesh_type::stream_type s) {
+  expect_whole_scalar<std::remove_const_t<typename X::value_type>>(who, "factor", factor, "a whole factor");
+  return map_impl<Given>(who, x, fn::scale(factor), s);
+}
 }  // namespace detail
 
 /// y = factor * x elementwise. Scaling is linear, so it is legal on partial<sum|avg> axes
@@ -1306,16 +1313,14 @@ auto shift_for(const char* who, const runtime_layout& l, S c) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto scale(const dtensor<T, R, L, Mesh>& x, S factor, typename Mesh::stream_type s = {}) {
-  detail::expect_whole_scalar<std::remove_const_t<T>>("shardcast::scale", "factor", factor, "a whole factor");
-  return detail::map_impl<false>("shardcast::scale", x, fn::scale(factor), s);
+  return detail::scale_impl<false>("shardcast::scale", x, factor, s);
 }
 /// scale of a tensor the caller gives up: x is left empty, and y takes x's storage when x
 /// owns it alone (see map of a given-up tensor).
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto scale(dtensor<T, R, L, Mesh>&& x, S factor, typename Mesh::stream_type s = {}) {
-  detail::expect_whole_scalar<T>("shardcast::scale", "factor", factor, "a whole factor");
-  return detail::map_impl<true>("shardcast::scale", x, fn::scale(factor), s);
+  return detail::scale_impl<true>("shardcast::scale", x, factor, s);
 }
 
 /// y = f(a, b) elementwise. a and b need the same mesh, rank and global extents, and per
@@ -1422,18 +1427,18 @@ auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
   return detail::map_impl<true>("shardcast::sub", x, detail::shift_for<L, T, true>("shardcast::sub", x.layout(), c), s);
 }
 
-/// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules, checks
-/// and messages), spelled as the tensor-by-tensor mul.
+/// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules and
+/// checks), spelled as the tensor-by-tensor mul; its messages name shardcast::mul.
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto mul(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  return scale(x, c, s);
+  return detail::scale_impl<false>("shardcast::mul", x, c, s);
 }
 /// mul(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto mul(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  return scale(std::move(x), c, s);
+  return detail::scale_impl<true>("shardcast::mul", x, c, s);
 }
 
 namespace detail {

@@ -1,4 +1,4 @@
-// expect: partial_not_termwise_on_mesh_axis<1, shardcast::partial<shardcast::max ?>, shardcast::fn::add_fn ?>.*static assertion failed: shardcast::map/zip/add/sub/scale: the tensor is partial<max.min.prod>
+// expect: partial_not_termwise_on_mesh_axis<1, shardcast::partial<shardcast::max ?>, shardcast::fn::add_fn ?>.*static assertion failed: shardcast::map/zip/add/sub/mul/scale: the tensor is partial<max.min.prod>
 // max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + b2).
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>

@@ -1,4 +1,4 @@
-// expect: partial_not_termwise_on_mesh_axis<0, shardcast::partial<shardcast::max ?>, shardcast::fn::sqrt_fn ?>.*static assertion failed: shardcast::map/zip/add/sub/scale: the tensor is partial<max.min.prod>
+// expect: partial_not_termwise_on_mesh_axis<0, shardcast::partial<shardcast::max ?>, shardcast::fn::sqrt_fn ?>.*static assertion failed: shardcast::map/zip/add/sub/mul/scale: the tensor is partial<max.min.prod>
 // sqrt is nondecreasing only where it is defined: a negative term (or the -inf a rank with
 // no element holds) becomes NaN, and the max reduction lets a NaN win, where sqrt of the
 // maximum is a number. The control: tanh, defined everywhere, keeps partial<max>.

@@ -1,4 +1,4 @@
-// expect: partial_not_termwise_on_mesh_axis<0, shardcast::partial<shardcast::max ?>, shardcast::fn::scale_fn<int> ?>.*static assertion failed: shardcast::map/zip/add/sub/scale: the tensor is partial<max.min.prod>
+// expect: partial_not_termwise_on_mesh_axis<0, shardcast::partial<shardcast::max ?>, shardcast::fn::scale_fn<int> ?>.*static assertion failed: shardcast::map/zip/add/sub/mul/scale: the tensor is partial<max.min.prod>
 // Scaling each partial maximum by -1 would give the minimum.
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>
