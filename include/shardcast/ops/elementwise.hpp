@@ -1,7 +1,9 @@
 #pragma once
 /// @file ops/elementwise.hpp
 /// Elementwise operators on dtensors: `map(x, f)`, `zip(a, b, f)`, `add`, `sub`, `mul`,
-/// `scale(x, s)`, `add(x, c)` / `sub(x, c)` with a scalar c, and `bias_add(x, bias)`. None of them communicates: every rank applies
+/// `div`, `scale(x, s)`, the forms with an arithmetic scalar c on either side (`add(x, c)`,
+/// `sub(x, c)`, `mul(x, c)`, `div(x, c)`, `add(c, x)`, `sub(c, x)`, `mul(c, x)`, `div(c, x)`),
+/// and `bias_add(x, bias)`. None of them communicates: every rank applies
 /// the functor to its local piece. The output layout is computed per mesh axis at compile
 /// time (for `dynamic_layout` tensors at run time, with the same rules):
 ///
@@ -16,12 +18,19 @@
 /// | zip(a, b, f)        | replicate                  | partial<Op>     | partial<Op>, (*) |
 /// | mul(x, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> | replicate | same as x |
 /// | add(x, c), sub(x, c), c scalar | replicate, shard<d>, partial<avg\|max\|min> | | same as x |
+/// | sub(c, x), c scalar | replicate, shard<d>, partial<avg>  |                 | same as x        |
+/// | sub(c, x), c scalar | partial<max\|min>                  |                 | min\|max (swapped) |
+/// | div(x, c), c scalar | replicate, shard<d>, partial<sum\|avg> (floating point) | | same as x |
+/// | div(c, x), c scalar | replicate, shard<d>                |                 | same as x        |
+/// | div(a, b)           | replicate, shard<d>                | equal to a      | same as a        |
+/// | div(a, b)           | partial<sum\|avg> (floating point) | replicate       | same as a        |
 /// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
 /// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
 /// | bias_add(x, bias)   | partial<avg\|max\|min>      | replicate       | same as x        |
 ///
 /// A functor is *linear* when `is_linear_v<F>` holds: `fn::identity`, `fn::scale(s)`,
-/// `fn::neg`, `fn::add`, `fn::sub` and anything wrapped in `fn::linear(f)`. Only linear
+/// `fn::neg`, `fn::div_by(c)` (floating point), `fn::add`, `fn::sub` and anything wrapped in
+/// `fn::linear(f)`. Only linear
 /// functors commute with a partial sum (f(x1 + x2) = f(x1) + f(x2)); `add`/`sub` are linear,
 /// `mul`, `gelu`, `relu`, `silu`, `square` and `fn::shift(c)` (x + c, affine) are not. (*): f must commute with Op in the partial operand,
 /// the other held fixed: linear in it for sum (fn::mul, fn::div's numerator), affine for avg
@@ -147,6 +156,10 @@ struct is_linear<fn::sub_fn> : std::true_type {};
 /// a partial<sum> of integers adds.
 template <>
 struct is_linear<fn::neg_fn> : std::true_type {};
+/// x / c: (x1 + x2) / c = x1 / c + x2 / c, for floating-point x only (props_of drops it for
+/// integers, whose division truncates).
+template <class S>
+struct is_linear<fn::div_by_fn<S>> : std::true_type {};
 template <class P, class F>
 struct is_linear<fn::marked<P, F>> : is_linear<F> {};
 template <class F>
@@ -175,8 +188,8 @@ inline constexpr bool is_linear_in_v = is_linear_in<std::remove_cvref_t<F>, I>::
 
 /// Whether functor `F` is affine in its argument I with the other one fixed (a partial<avg>
 /// operand, whose terms' weights sum to 1, goes through it term by term): every functor
-/// linear in I, fn::add and fn::sub in both, fn::shift(c) (the maps marked linear, such as
-/// fn::neg, count through is_linear). Specialise it or wrap with fn::affine_in<I>(f).
+/// linear in I, fn::add and fn::sub in both, fn::shift(c) and fn::rsub(c) (the maps marked
+/// linear, such as fn::neg, count through is_linear). Specialise it or wrap with fn::affine_in<I>(f).
 template <class F, int I>
 struct is_affine_in : std::bool_constant<is_linear_in<F, I>::value || detail::wrapped_has<is_affine_in, F, I>::value> {};
 template <int I>
@@ -186,6 +199,9 @@ struct is_affine_in<fn::sub_fn, I> : std::true_type {};
 /// x + c: avg(x_i + c) = avg(x_i) + c.
 template <class S>
 struct is_affine_in<fn::shift_fn<S>, 0> : std::true_type {};
+/// c - x: avg(c - x_i) = c - avg(x_i).
+template <class S>
+struct is_affine_in<fn::rsub_fn<S>, 0> : std::true_type {};
 template <int I, class F>
 struct is_affine_in<fn::affine_in_fn<I, F>, I> : std::true_type {};
 /// is_affine_in<F, I>::value for the unqualified F.
@@ -238,13 +254,16 @@ inline constexpr bool is_nondecreasing_in_v = is_nondecreasing_in<std::remove_cv
 /// Whether functor `F` is nonincreasing in its argument I with the other one fixed, so that
 /// it turns a partial<max> operand into partial<min> and the reverse (f(max(x1, x2)) =
 /// min(f(x1), f(x2))): fn::sub in its second argument (b - max(a1, a2) = min(b - a1, b - a2)),
-/// and the map fn::neg (I = 0). Specialise it or wrap with fn::nonincreasing_in<I>(f).
+/// and the maps fn::neg and fn::rsub(c) (I = 0). Specialise it or wrap with fn::nonincreasing_in<I>(f).
 template <class F, int I>
 struct is_nonincreasing_in : detail::wrapped_has<is_nonincreasing_in, F, I> {};
 template <>
 struct is_nonincreasing_in<fn::sub_fn, 1> : std::true_type {};
 template <>
 struct is_nonincreasing_in<fn::neg_fn, 0> : std::true_type {};
+/// c - x (for a finite c, as fn::shift).
+template <class S>
+struct is_nonincreasing_in<fn::rsub_fn<S>, 0> : std::true_type {};
 template <int I, class F>
 struct is_nonincreasing_in<fn::nonincreasing_in_fn<I, F>, I> : std::true_type {};
 /// is_nonincreasing_in<F, I>::value for the unqualified F.
@@ -276,6 +295,8 @@ enum class op_rule : std::uint8_t {
   mixed_partials,           ///< zip family: the result would be partial with different reduce ops on two axes
   integer_mean,             ///< map/zip family/mul/bias_add: a partial<avg> of integers would go through something other than the identity
   integer_order,            ///< zip family/bias_add: a partial<max|min> of integers would go through integer addition or subtraction
+  integer_division,         ///< div, map/zip of a division: a partial<sum> numerator of integers would go through truncating division
+  division_of_partial,      ///< div, map/zip of a division: a partial operand the division does not go through term by term
 };
 
 /// One axis' verdict: the output placement, or why there is none.
@@ -314,9 +335,16 @@ struct functor_props {
   /// to 2^32 - 2 and becomes the maximum. A term can also be the op's identity
   /// (numeric_limits<T>::lowest() for max), on a rank that held no element, and
   /// lowest() - 1 overflows. Such a partial<max|min> operand is refused. The maps fn::neg
-  /// (-lowest() wraps to lowest(); over unsigned types -1 is the maximum) and fn::shift(c)
-  /// (add(x, c), sub(x, c)) over integers are flagged too.
+  /// (-lowest() wraps to lowest(); over unsigned types -1 is the maximum), fn::shift(c)
+  /// (add(x, c), sub(x, c)) and fn::rsub(c) (sub(c, x)) over integers are flagged too.
   bool wrapping_in[2] = {false, false};
+  /// Argument i is the numerator of an integer division (fn::div, fn::div_by(c) over
+  /// integers). It truncates, so a partial<sum> there does not split into the quotients of
+  /// its terms: trunc(1 / 2) + trunc(1 / 2) = 0, but trunc((1 + 1) / 2) = 1.
+  bool truncating_div_in[2] = {false, false};
+  /// f is a division (fn::div, fn::div_by(c), fn::rdiv(c)): a refusal of a partial operand
+  /// gets the division's own message (which operand may be partial, and why).
+  bool division = false;
   bool identity = false;  ///< fn::identity: it keeps every placement
 };
 
@@ -352,6 +380,14 @@ constexpr placement_desc termwise(const placement_desc& p, const functor_props& 
   return none;
 }
 
+/// Why a division f refuses its partial argument i (placement p) that termwise could not
+/// take: the truncation of an integer partial<sum> numerator, or the division's general
+/// refusal; ok when f is no division.
+constexpr op_rule division_refusal(const placement_desc& p, const functor_props& f, int i) {
+  if (p.op == reduce_op::sum && f.truncating_div_in[i]) return op_rule::integer_division;
+  return f.division ? op_rule::division_of_partial : op_rule::ok;
+}
+
 /// map(x, f) on one axis with placement p.
 constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& f) {
   if (!p.is_partial()) return {op_rule::ok, p};
@@ -359,6 +395,7 @@ constexpr axis_rule map_axis_rule(const placement_desc& p, const functor_props& 
   if (integer_order_through(p, f, 0)) return {op_rule::integer_order, p};
   const placement_desc y = termwise(p, f, 0);
   if (y.is_partial()) return {op_rule::ok, y};
+  if (const op_rule d = division_refusal(p, f, 0); d != op_rule::ok) return {d, p};
   return {additive_partial(p) ? op_rule::nonlinear_on_partial : op_rule::partial_not_termwise, p};
 }
 
@@ -369,6 +406,7 @@ constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc&
   if (a == b) {
     if (!a.is_partial()) return {op_rule::ok, a};
     if (integer_mean_through(a, f, 0) || integer_mean_through(b, f, 1)) return {op_rule::integer_mean, a};
+    if (f.division && !f.linear) return {op_rule::division_of_partial, a};
     if (!additive_partial(a)) return {op_rule::partial_not_termwise, a};
     return f.linear ? axis_rule{op_rule::ok, a} : axis_rule{op_rule::nonlinear_on_partial, a};
   }
@@ -377,7 +415,9 @@ constexpr axis_rule zip_axis_rule(const placement_desc& a, const placement_desc&
     if (integer_mean_through(k == 0 ? a : b, f, k)) return {op_rule::integer_mean, a};
     if (integer_order_through(k == 0 ? a : b, f, k)) return {op_rule::integer_order, a};
     const placement_desc y = termwise(k == 0 ? a : b, f, k);
-    return y.is_partial() ? axis_rule{op_rule::ok, y} : axis_rule{op_rule::partial_with_replicate, a};
+    if (y.is_partial()) return {op_rule::ok, y};
+    if (const op_rule d = division_refusal(k == 0 ? a : b, f, k); d != op_rule::ok) return {d, a};
+    return {op_rule::partial_with_replicate, a};
   }
   return {op_rule::layouts_differ, a};
 }
@@ -510,7 +550,7 @@ inline constexpr bool is_dynamic_v = std::same_as<L, dynamic_layout>;
 template <int Axis, class PA, class PB>
 struct zip_layouts_differ_on_mesh_axis {
   static_assert(!std::is_same_v<PA, PA>,
-                "shardcast::zip/add/sub/mul: the operands' placements differ on the mesh axis named in "
+                "shardcast::zip/add/sub/mul/div: the operands' placements differ on the mesh axis named in "
                 "zip_layouts_differ_on_mesh_axis<Axis, PA, PB>; elementwise operators need equal layouts. Redistribute one "
                 "operand to the other's layout first, e.g. b2 = redistribute<typename decltype(a)::layout_type>(b).");
 };
@@ -596,7 +636,7 @@ struct mul_scalar_not_replicated_on_mesh_axis {
 template <int Axis, class P, class F>
 struct partial_avg_of_integers_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
-                "shardcast::map/zip/add/sub/mul/scale/bias_add/broadcast_zip/reduce<D, sum>: the tensor is partial<avg> with an integral element "
+                "shardcast::map/zip/add/sub/mul/div/scale/bias_add/broadcast_zip/reduce<D, sum>: the tensor is partial<avg> with an integral element "
                 "type on the mesh axis named in partial_avg_of_integers_on_mesh_axis<Axis, P, F>. Its value is the truncated "
                 "integer mean trunc((x1 + ... + xn) / n), which no map or combination but the identity commutes with "
                 "(2 * trunc(1 / 2) = 0, but trunc((2 * 1 + 2 * 0) / 2) = 1), whatever f's declared properties. Redistribute "
@@ -609,11 +649,36 @@ struct partial_max_min_of_integers_on_mesh_axis {
   static_assert(!std::is_same_v<P, P>,
                 "shardcast::add/sub/map/zip/bias_add/broadcast_zip: the tensor is partial<max> or partial<min> with an integral element "
                 "type on the mesh axis named in partial_max_min_of_integers_on_mesh_axis<Axis, P, F>, and F adds to it, subtracts "
-                "it or negates it in integer arithmetic (fn::add, fn::sub, fn::neg, fn::shift(c), add(x, c), sub(x, c)). "
+                "it or negates it in integer arithmetic (fn::add, fn::sub, fn::neg, fn::shift(c), fn::rsub(c), add(x, c), sub(x, c), "
+                "sub(c, x)). "
                 "Integer sums wrap around, so the maximum of the transformed terms is not the transformed maximum (uint32 terms "
                 "1 and 5, minus 3: 1 - 3 wraps to 4294967294), and a rank that held no element holds the op's identity "
                 "(numeric_limits<T>::lowest() for max), which overflows. Redistribute it to replicate (all_reduce) on that axis "
                 "first, e.g. x2 = redistribute<layout<..., replicate, ...>>(x), or hold the terms in a floating-point type.");
+};
+
+template <int Axis, class PA, class PB, class F>
+struct division_of_partial_on_mesh_axis {
+  static_assert(!std::is_same_v<PA, PA>,
+                "shardcast::div/zip/map/broadcast_zip: a division meets a partial operand on the mesh axis named in "
+                "division_of_partial_on_mesh_axis<Axis, PA, PB, F> (PB is void for div(x, c), div(c, x) and maps) that it cannot "
+                "divide term by term. Only a partial<sum|avg> numerator of a floating-point type over a divisor that is the same on "
+                "every rank (replicate, or a scalar c) stays partial: (a1 + a2) / b = a1 / b + a2 / b. A partial divisor is "
+                "refused (1 / (b1 + b2) is not a sum of per-rank quotients), and so is a "
+                "partial<max|min> numerator (dividing by a negative number swaps max and min, and the divisor's sign is not part "
+                "of the layout; for a c known to be positive, map(x, fn::nondecreasing_in<0>(fn::div_by(c))) keeps the partial) "
+                "and a partial<prod> one. Redistribute the partial operand to replicate (all_reduce) on that axis first, e.g. "
+                "x2 = redistribute<layout<..., replicate, ...>>(x).");
+};
+
+template <int Axis, class P, class F>
+struct integer_division_of_partial_sum_on_mesh_axis {
+  static_assert(!std::is_same_v<P, P>,
+                "shardcast::div/zip/map/broadcast_zip: the numerator of an integer division is partial<sum> on the mesh axis named in "
+                "integer_division_of_partial_sum_on_mesh_axis<Axis, P, F>. Integer division truncates, so the quotient of the sum "
+                "is not the sum of the terms' quotients (trunc(1 / 2) + trunc(1 / 2) = 0, but trunc((1 + 1) / 2) = 1). "
+                "Redistribute it to replicate (all_reduce) or shard<d> (reduce_scatter) on that axis first, e.g. "
+                "x2 = redistribute<layout<..., replicate, ...>>(x), or hold the terms in a floating-point type.");
 };
 
 /// Picks the error struct for verdict E (only instantiated when E != ok).
@@ -644,6 +709,11 @@ template <int Axis, class PA, class PB, class F>
 struct elementwise_error<op_rule::integer_order, Axis, PA, PB, F>
     : partial_max_min_of_integers_on_mesh_axis<Axis, std::conditional_t<std::is_same_v<PA, partial<max>> || std::is_same_v<PA, partial<min>>, PA, PB>,
                                                F> {};
+
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::division_of_partial, Axis, PA, PB, F> : division_of_partial_on_mesh_axis<Axis, PA, PB, F> {};
+template <int Axis, class PA, class PB, class F>
+struct elementwise_error<op_rule::integer_division, Axis, PA, PB, F> : integer_division_of_partial_sum_on_mesh_axis<Axis, PA, F> {};
 
 /// `type` is layout_from<R.out>::type when the verdict is ok, else the error struct's (after its static_assert).
 template <class L, int Axis>
@@ -711,6 +781,19 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              "maximum of the transformed terms is not the transformed maximum (uint32 terms 1 and 5, minus 3: 1 - 3 wraps to 4294967294), "
              "and a rank that held no element holds the op's identity (numeric_limits<T>::lowest() for max), which "
              "overflows; redistribute it to replicate (all_reduce) on that axis first, or hold the terms in a floating-point type";
+    case op_rule::integer_division:
+      return head + "the numerator is " + pa + " with an integral element type on " + ax +
+             "; integer division truncates, so the quotient of the sum is not the sum of the terms' quotients (trunc(1 / 2) + "
+             "trunc(1 / 2) = 0, but trunc((1 + 1) / 2) = 1); redistribute it to replicate (all_reduce) or shard (reduce_scatter) "
+             "on that axis first, or hold the terms in a floating-point type";
+    case op_rule::division_of_partial:
+      return head + "on " + ax + (b.naxes ? " a is " + pa + " and b is " + pb : " x is " + pa) +
+             ", which the division cannot divide term by term: only a partial<sum|avg> numerator of a floating-point type over "
+             "a divisor that is the same on every rank stays partial ((a1 + a2) / b = a1 / b + a2 / b); a partial divisor is "
+             "refused (1 / (b1 + b2) is not a sum of per-rank quotients), and so is a partial<max|min> numerator (dividing by "
+             "a negative number swaps max and min, and the divisor's sign is not part of the layout; for a c known to be "
+             "positive, map(x, fn::nondecreasing_in<0>(fn::div_by(c))) keeps the partial) and a partial<prod> one; "
+             "redistribute the partial operand to replicate (all_reduce) on that axis first";
     case op_rule::mixed_partials:
       return head + "the result would be partial with different reduce ops on two mesh axes (the second is " + ax + ", where a is " +
              pa + " and b is " + pb + "); redistribute one operand's partial axes to replicate (all_reduce) first";
@@ -820,18 +903,36 @@ template <class G>
 inline constexpr bool integer_wrapping_map_v = std::is_same_v<G, fn::neg_fn>;
 template <class S>
 inline constexpr bool integer_wrapping_map_v<fn::shift_fn<S>> = true;
+template <class S>
+inline constexpr bool integer_wrapping_map_v<fn::rsub_fn<S>> = true;
+
+/// The divisions: fn::div (a / b), fn::div_by(c) (x / c) and fn::rdiv(c) (c / x); the
+/// first two divide their argument 0 (numerator_first_v), fn::rdiv divides by it.
+template <class G>
+inline constexpr bool division_v = std::is_same_v<G, fn::div_fn>;
+template <class S>
+inline constexpr bool division_v<fn::div_by_fn<S>> = true;
+template <class S>
+inline constexpr bool division_v<fn::rdiv_fn<S>> = true;
+template <class G>
+inline constexpr bool numerator_first_v = division_v<G>;
+template <class S>
+inline constexpr bool numerator_first_v<fn::rdiv_fn<S>> = false;
 
 /// The properties of functor F the rules read, for a map over elements of type TA (TB
-/// void) or a zip over TA and TB. fn::div with an integral operand is not linear or affine
-/// in anything (integer division truncates); an integral operand other than fn::identity's
-/// may not be partial<avg> (truncating_mean_in).
+/// void) or a zip over TA and TB. A division (fn::div, fn::div_by(c), fn::rdiv(c)) with an
+/// integral operand is not linear or affine in anything, even when marked so (integer
+/// division truncates); an integral operand other than fn::identity's may not be
+/// partial<avg> (truncating_mean_in).
 template <class F, class TA, class TB = void>
 constexpr functor_props props_of() {
   using G = std::remove_cvref_t<F>;
   using B = unmarked_t<G>;  // the arithmetic, for the integer checks
-  constexpr bool int_div = std::is_same_v<B, fn::div_fn> && (std::is_integral_v<TA> || std::is_integral_v<TB>);
+  constexpr bool int_div = division_v<B> && (std::is_integral_v<TA> || std::is_integral_v<TB>);
   functor_props p;
-  p.linear = is_linear_v<G>;
+  p.division = division_v<B>;
+  p.truncating_div_in[0] = int_div && numerator_first_v<B>;
+  p.linear = is_linear_v<G> && !int_div;
   p.linear_in[0] = is_linear_in_v<G, 0> && !int_div;
   p.linear_in[1] = is_linear_in_v<G, 1> && !int_div;
   p.affine_in[0] = is_affine_in_v<G, 0> && !int_div;
@@ -973,9 +1074,16 @@ void release_given_up(X& x) noexcept {
   if constexpr (Given) (void)x.take();
 }
 
+/// The check an operator runs once its layouts are known to be legal, before anything is
+/// written or allocated (div's scan for integer zeros); none by default.
+struct no_check {
+  void operator()() const noexcept {}
+};
+
 /// (X: x's dtensor type, const when the caller keeps x; likewise XA and X below.)
-template <bool Given, class X, class F>
-auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) {
+/// `check()` runs after the layout checks, before the output is made.
+template <bool Given, class X, class F, class Check = no_check>
+auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s, Check check = {}) {
   using T = typename X::value_type;
   constexpr int R = X::rank;
   using L = typename X::layout_type;
@@ -988,6 +1096,7 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) 
     expect_legal(who, r, ly, runtime_layout{});
     ly = r.out;
   }
+  check();
   const T* const in = x.data();
   const std::size_t n = x.local_size();
   auto y = elementwise_output<U, R, LY, Given, false>(x, x, ly, true, s);
@@ -998,9 +1107,10 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s) 
 
 /// zip of a and b; GA / GB: the caller gives a / b up. The output goes over a given-up
 /// operand's piece as elementwise_output decides, a's first; the given-up operands are
-/// left empty.
-template <bool GA, bool GB, class XA, class XB, class F>
-auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream_type s) {
+/// left empty. `check()` runs after the mesh, extent and layout checks, before the output
+/// is made.
+template <bool GA, bool GB, class XA, class XB, class F, class Check = no_check>
+auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream_type s, Check check = {}) {
   using TA = typename XA::value_type;
   using TB = typename XB::value_type;
   using LA = typename XA::layout_type;
@@ -1025,6 +1135,7 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
     ly = runtime_layout(LY::desc);
   }
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
+  check();
   // Pointers first: b may be a itself (zip(std::move(a), a)), which taking a empties.
   const TA* const ain = a.data();
   const TB* const bin = b.data();
@@ -1069,9 +1180,9 @@ constexpr void check_binary_types() {
   using DA = std::remove_cvref_t<A>;
   using DB = std::remove_cvref_t<B>;
   static_assert(std::is_same_v<typename DA::mesh_type, typename DB::mesh_type>,
-                "shardcast::zip/add/sub/mul: the operands have different mesh types; both must live on the same mesh.");
-  static_assert(DA::rank == DB::rank, "shardcast::zip/add/sub/mul: the operands have different tensor ranks; elementwise operands need equal global extents "
-                                      "(for a rank-0 factor use mul(x, s) or scale(x, s), for a row vector bias_add(x, bias)).");
+                "shardcast::zip/add/sub/mul/div: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(DA::rank == DB::rank, "shardcast::zip/add/sub/mul/div: the operands have different tensor ranks; elementwise operands need equal global extents "
+                                      "(for a rank-0 factor use mul(x, s) or scale(x, s), for a host divisor div(x, c), for a row vector bias_add(x, bias)).");
 }
 
 /// The layout of mul(x, s) for a rank-0 s (x's layout when legal); T: x's element type.
@@ -1240,7 +1351,7 @@ void expect_whole_scalar(const char* who, const char* noun, S v, const char* rem
 template <int Axis>
 struct scalar_shift_of_partial_sum_on_mesh_axis {
   static_assert(Axis != Axis,
-                "shardcast::add(x, c) / sub(x, c): x is partial<sum> on the mesh axis named in "
+                "shardcast::add(x, c) / sub(x, c) / sub(c, x): x is partial<sum> on the mesh axis named in "
                 "scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term (n times into the sum); "
                 "redistribute x to replicate (all_reduce) or shard (reduce_scatter) on that axis first.");
 };
@@ -1262,15 +1373,22 @@ constexpr auto negated_shift(S c) {
     return -static_cast<fn::detail::arith_t<T>>(c);
 }
 
-/// The map of add(x, c) (sub(x, c) when Negate) for x of element type T and layout L (value
-/// `l`): fn::shift(c) (of -c), after the checks of c for integral T, and of x's layout: a
-/// partial<sum> axis is a compile-time message (static L, and then fn::identity, so that
-/// map adds no second message) or a layout_error (dynamic L). The other refusals are map's.
-template <class L, class T, bool Negate, class S>
+/// Which shift of x by a scalar c: x + c (add(x, c), add(c, x)), x - c (sub(x, c)) or
+/// c - x (sub(c, x)).
+enum class shift_form : std::uint8_t { plus, minus, from };
+
+/// The map of add(x, c), sub(x, c) or sub(c, x) (Form) for x of element type T and layout L
+/// (value `l`): fn::shift(c), fn::shift(-c) or fn::rsub(c), after the checks of c for
+/// integral T, and of x's layout: a partial<sum> axis is a compile-time message (static L,
+/// and then fn::identity, so that map adds no second message) or a layout_error (dynamic
+/// L), as c would be added once per term (c - x: c - (x1 + x2) is not (c - x1) + (c - x2)).
+/// The other refusals are map's.
+template <class L, class T, shift_form Form, class S>
 auto shift_for(const char* who, const runtime_layout& l, S c) {
   expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
   const auto f = [c] {
-    if constexpr (Negate) return fn::shift(negated_shift<T>(c));
+    if constexpr (Form == shift_form::minus) return fn::shift(negated_shift<T>(c));
+    else if constexpr (Form == shift_form::from) return fn::rsub(c);
     else return fn::shift(c);
   };
   if constexpr (is_dynamic_v<L>) {
@@ -1296,6 +1414,44 @@ template <bool Given, class X, class S>
 auto scale_impl(const char* who, X& x, S factor, typename X::mesh_type::stream_type s) {
   expect_whole_scalar<std::remove_const_t<typename X::value_type>>(who, "factor", factor, "a whole factor");
   return map_impl<Given>(who, x, fn::scale(factor), s);
+}
+
+/// div(x, c) of x with elements of type T: c must be a whole number in T's range and not 0
+/// for an integral T (integer division by zero is undefined); every rank passes the same
+/// c, so every rank throws alike, before anything is divided. Floating-point x takes any
+/// c (x / 0 is inf or NaN, as in C++).
+template <class T, class S>
+void expect_divisor(const char* who, S c) {
+  expect_whole_scalar<T>(who, "divisor", c, "a whole divisor");
+  if constexpr (std::is_integral_v<T>) {
+    if (c == S(0))
+      throw layout_error(std::string(who) + ": x has integer elements and the divisor c is 0; integer division by zero is undefined, "
+                         "so nothing was divided. Pass a nonzero c, the same c on every rank (every rank then takes the same "
+                         "branch), or convert x to a floating type first, where x / 0 is inf or NaN");
+  }
+}
+
+/// Throws layout_error when the divisor d (`name`) has integer elements, lives in host
+/// memory and its local piece holds a 0: integer division by zero is undefined (on the
+/// host it ends the process). Only this rank's piece is read, so only the ranks whose
+/// pieces hold a 0 throw. Device memory is not scanned (that would take a kernel and a
+/// copy back on every call): there a zero divisor gives an unspecified quotient.
+template <class D>
+void expect_no_zero_divisor(const char* who, const char* name, const D& d) {
+  using T = std::remove_const_t<typename D::value_type>;
+  if constexpr (std::is_integral_v<T> && std::is_same_v<typename D::mesh_type::memory_space, host_memory>) {
+    const auto* p = d.data();
+    const std::size_t n = d.local_size();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (p[i] != T(0)) continue;
+      std::string at;
+      for (int a = 0; a < D::mesh_type::naxes; ++a) at += (a ? ", " : "") + std::to_string(d.mesh().coords()[static_cast<std::size_t>(a)]);
+      throw layout_error(std::string(who) + ": " + name + " has integer elements, and its local piece on the rank at mesh coordinates (" +
+                         at + ") holds 0 at local element " + std::to_string(i) +
+                         "; integer division by zero is undefined, so nothing was divided. Make every divisor nonzero, or "
+                         "convert the operands to a floating type first, where x / 0 is inf or NaN");
+    }
+  }
 }
 }  // namespace detail
 
@@ -1402,13 +1558,13 @@ auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto add(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<false>("shardcast::add", x, detail::shift_for<L, std::remove_const_t<T>, false>("shardcast::add", x.layout(), c), s);
+  return detail::map_impl<false>("shardcast::add", x, detail::shift_for<L, std::remove_const_t<T>, detail::shift_form::plus>("shardcast::add", x.layout(), c), s);
 }
 /// add(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<true>("shardcast::add", x, detail::shift_for<L, T, false>("shardcast::add", x.layout(), c), s);
+  return detail::map_impl<true>("shardcast::add", x, detail::shift_for<L, T, detail::shift_form::plus>("shardcast::add", x.layout(), c), s);
 }
 
 /// y = x - c elementwise for an arithmetic scalar c: x + (-c) (fn::shift of -c converted to
@@ -1418,13 +1574,13 @@ auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto sub(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<false>("shardcast::sub", x, detail::shift_for<L, std::remove_const_t<T>, true>("shardcast::sub", x.layout(), c), s);
+  return detail::map_impl<false>("shardcast::sub", x, detail::shift_for<L, std::remove_const_t<T>, detail::shift_form::minus>("shardcast::sub", x.layout(), c), s);
 }
 /// sub(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<true>("shardcast::sub", x, detail::shift_for<L, T, true>("shardcast::sub", x.layout(), c), s);
+  return detail::map_impl<true>("shardcast::sub", x, detail::shift_for<L, T, detail::shift_form::minus>("shardcast::sub", x.layout(), c), s);
 }
 
 /// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules and
@@ -1439,6 +1595,102 @@ template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto mul(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
   return detail::scale_impl<true>("shardcast::mul", x, c, s);
+}
+
+/// y = x / c elementwise for an arithmetic scalar c (a host value, the same on every rank),
+/// computed as a division (map(x, fn::div_by(c))), not as x * (1 / c), which rounds
+/// differently. Over floating-point x, x / c is linear in x, so y keeps every placement of
+/// x but partial<max|min|prod>: whether dividing keeps max and min (c > 0) or swaps them
+/// (c < 0) depends on c's sign, which the layout cannot, so they are refused as scale(x, c)
+/// refuses them (map(x, fn::nondecreasing_in<0>(fn::div_by(c))) divides a partial<max> by
+/// a c known to be positive). Integer division truncates: it keeps no partial<sum> (nor
+/// partial<avg>, whose mean truncates); the quotient of lowest() by -1 wraps to lowest().
+/// @param x the tensor (const elements too); one the caller gives up is left empty and y
+///        takes its storage when x owns it alone (see map of a given-up tensor)
+/// @param c converted to x's element type at each element (float for narrow types); for
+///        integer elements a nonzero whole number in their range. Floating-point x / 0 is
+///        inf or NaN, as in C++
+/// @param s stream for device meshes
+/// @throws layout_error for integer elements and a c that is 0 or that they cannot hold
+///         (on every rank, before anything is divided), or for a dynamic_layout x with an
+///         axis the division may not go through
+/// @code
+///   auto y = sc::div(p /* layout<shard<0>, partial<sum>>, float */, 4.0f);  // layout<shard<0>, partial<sum>>
+/// @endcode
+template <class T, int R, class L, class Mesh, class S>
+  requires std::is_arithmetic_v<S>
+auto div(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
+  detail::expect_divisor<std::remove_const_t<T>>("shardcast::div", c);
+  return detail::map_impl<false>("shardcast::div", x, fn::div_by(c), s);
+}
+/// div(x, c) of a tensor the caller gives up.
+template <class T, int R, class L, class Mesh, class S>
+  requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
+auto div(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
+  detail::expect_divisor<T>("shardcast::div", c);
+  return detail::map_impl<true>("shardcast::div", x, fn::div_by(c), s);
+}
+
+/// y = c + x for an arithmetic scalar c: add(x, c) (the same rules, checks and messages).
+/// The scalar forms with c first take an arithmetic c and a dtensor x only (kept, const
+/// elements or given up, as the forms with c last), so two tensors still go to the
+/// tensor forms.
+template <class S, class X>
+  requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
+auto add(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
+  using D = std::remove_cvref_t<X>;
+  auto f = detail::shift_for<typename D::layout_type, std::remove_const_t<typename D::value_type>, detail::shift_form::plus>("shardcast::add",
+                                                                                                                          x.layout(), c);
+  return detail::map_impl<detail::given_v<X>>("shardcast::add", detail::as_operand<X>(x), f, s);
+}
+
+/// y = c * x for an arithmetic scalar c: mul(x, c) (the same rules, checks and messages).
+template <class S, class X>
+  requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
+auto mul(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
+  return detail::scale_impl<detail::given_v<X>>("shardcast::mul", detail::as_operand<X>(x), c, s);
+}
+
+/// y = c - x elementwise for an arithmetic scalar c: map(x, fn::rsub(c)), with the check of
+/// c that sub(x, c) makes for integer elements. c - x is affine in x and nonincreasing, so
+/// y keeps replicate, shard<d> and partial<avg>, and turns partial<max> into partial<min>
+/// and the reverse (c - max(x1, x2) = min(c - x1, c - x2)). A partial<sum> x is refused as
+/// for add(x, c): c - (x1 + x2) is not (c - x1) + (c - x2), c would be counted once per
+/// term (scalar_shift_of_partial_sum_on_mesh_axis, or layout_error for a dynamic layout).
+/// Over integers the difference wraps, so partial<max|min> (and partial<avg>) are refused too.
+/// @throws layout_error as sub(x, c)
+/// @code
+///   auto y = sc::sub(1.0f, m /* layout<shard<0>, partial<max>> */);  // layout<shard<0>, partial<min>>
+/// @endcode
+template <class S, class X>
+  requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
+auto sub(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
+  using D = std::remove_cvref_t<X>;
+  auto f = detail::shift_for<typename D::layout_type, std::remove_const_t<typename D::value_type>, detail::shift_form::from>("shardcast::sub",
+                                                                                                                          x.layout(), c);
+  return detail::map_impl<detail::given_v<X>>("shardcast::sub", detail::as_operand<X>(x), f, s);
+}
+
+/// y = c / x elementwise for an arithmetic scalar c: map(x, fn::rdiv(c)). c / x is
+/// neither linear nor monotone over terms of either sign (c / (x1 + x2) is no sum of
+/// quotients, and 1 / x jumps at 0), so every partial placement is refused
+/// (division_of_partial_on_mesh_axis, or layout_error); replicate and shard<d> are kept.
+/// @param c for integer elements a whole number in their range (else layout_error)
+/// @throws layout_error for such a c; for integer elements in host memory, on the ranks
+///         whose piece of x holds a 0 (integer division by zero is undefined; checked
+///         before anything is divided, and on device memory not checked); for a
+///         dynamic_layout x with a partial axis
+/// @code
+///   auto inv = sc::div(1.0f, x /* layout<shard<0>, replicate> */);  // layout<shard<0>, replicate>
+/// @endcode
+template <class S, class X>
+  requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
+auto div(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
+  using T = std::remove_const_t<typename std::remove_cvref_t<X>::value_type>;
+  detail::expect_whole_scalar<T>("shardcast::div", "numerator", c, "a whole numerator");
+  auto& xo = detail::as_operand<X>(x);
+  return detail::map_impl<detail::given_v<X>>("shardcast::div", xo, fn::rdiv(c), s,
+                                              [&xo] { detail::expect_no_zero_divisor("shardcast::div", "x", xo); });
 }
 
 namespace detail {
@@ -1478,6 +1730,35 @@ template <class A, class B>
   requires detail::dtensor_operands<A, B>
 auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
   return detail::mul_impl<detail::given_v<A>, detail::given_v<B>>(detail::as_operand<A>(a), detail::as_operand<B>(b), s);
+}
+
+/// a / b elementwise (zip(a, b, fn::div)): equal element types, ranks, extents and meshes,
+/// and per mesh axis equal placements with no partial, or a partial<sum|avg> a over a
+/// replicated b for floating-point types (the quotient stays partial: (a1 + a2) / b =
+/// a1 / b + a2 / b). Refused, with the reason: a partial b (1 / (b1 + b2) is not a sum of
+/// per-rank quotients), a partial<max|min> a (dividing by a negative number swaps max and
+/// min, and b's sign is not part of its layout), a partial<prod> a, two partial operands,
+/// and over integers a partial a (division truncates: trunc(1 / 2) + trunc(1 / 2) = 0, but
+/// trunc(2 / 2) = 1); a compile error naming the mesh axis, or layout_error for dynamic
+/// layouts. Over floating-point types a zero in b gives inf or NaN, as in C++; over
+/// integers lowest() / -1 wraps to lowest().
+/// Operands the caller gives up: as for add (the quotient goes over a's piece first).
+/// @param s stream for device meshes
+/// @throws layout_error for different meshes or global extents, illegal dynamic layouts,
+///         and for integer elements in host memory on the ranks whose piece of b holds a 0
+///         (checked before anything is divided; device memory is not checked)
+/// @code
+///   auto y = sc::div(p /* layout<shard<0>, partial<sum>>, float */, norm /* layout<shard<0>, replicate> */);  // layout<shard<0>, partial<sum>>
+/// @endcode
+template <class A, class B>
+  requires detail::dtensor_operands<A, B>
+auto div(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
+  detail::check_binary_types<A, B>();
+  static_assert(detail::same_value_types<A, B>,
+                "shardcast::div: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+  auto& bo = detail::as_operand<B>(b);
+  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::div", detail::as_operand<A>(a), bo, fn::div, s,
+                                                                  [&bo] { detail::expect_no_zero_divisor("shardcast::div", "b", bo); });
 }
 
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).

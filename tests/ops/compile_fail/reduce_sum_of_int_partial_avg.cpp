@@ -1,4 +1,4 @@
-// expect: partial_avg_of_integers_on_mesh_axis<0, shardcast::partial<shardcast::avg ?>, shardcast::sum ?>.*static assertion failed: shardcast::map/zip/add/sub/mul/scale/bias_add/broadcast_zip/reduce<D, sum>: the tensor is partial<avg> with an integral element type
+// expect: partial_avg_of_integers_on_mesh_axis<0, shardcast::partial<shardcast::avg ?>, shardcast::sum ?>.*static assertion failed: shardcast::map/zip/add/sub/mul/div/scale/bias_add/broadcast_zip/reduce<D, sum>: the tensor is partial<avg> with an integral element type
 // The mean of integers truncates: with terms (1, 1) and (0, 0) the means are 0 and 0, their
 // sum 0, but the sums 2 and 0 have the mean 1.
 #include <shardcast/comm/host.hpp>

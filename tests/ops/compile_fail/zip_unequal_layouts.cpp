@@ -1,4 +1,4 @@
-// expect: zip_layouts_differ_on_mesh_axis<0, shardcast::shard<0>, shardcast::shard<1> ?>.*static assertion failed: shardcast::zip/add/sub/mul: the operands' placements differ
+// expect: zip_layouts_differ_on_mesh_axis<0, shardcast::shard<0>, shardcast::shard<1> ?>.*static assertion failed: shardcast::zip/add/sub/mul/div: the operands' placements differ
 // Elementwise operands must have equal layouts.
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>
