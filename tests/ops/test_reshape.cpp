@@ -277,14 +277,19 @@ TEST_CASE("unflatten and flatten with compile-time layouts: heads of a tensor-pa
     auto back = sc::flatten<2, 3>(std::move(moved));
     if (moved.data() != nullptr || back.data() != p || back.owner().use_count() != 1) bad.add(comm.rank(), "flatten of a given-up tensor");
     bad.add(comm.rank(), optest::compare_global(back, g));
-    // Sizes that do not split the dim.
-    for (const auto& sizes : {std::array<std::int64_t, 2>{5, 3}, std::array<std::int64_t, 2>{-1, 5}, std::array<std::int64_t, 2>{-1, -1},
-                              std::array<std::int64_t, 2>{-2, -6}, std::array<std::int64_t, 2>{0, -1}})
+    // Sizes that do not split the dim, each with its reason.
+    for (const auto& [sizes, why] :
+         {std::pair{std::array<std::int64_t, 2>{5, 3}, "their product must equal the extent"},
+          std::pair{std::array<std::int64_t, 2>{-1, 5}, "the given sizes do not divide the extent, so the -1 has no whole value"},
+          std::pair{std::array<std::int64_t, 2>{-1, -1}, "only one size may be -1"},
+          std::pair{std::array<std::int64_t, 2>{-2, -6}, "a size is negative"},
+          std::pair{std::array<std::int64_t, 2>{0, -1}, "the -1 cannot be inferred when another size is 0"}})
       try {
         (void)sc::unflatten<2>(q, sizes);
         bad.add(comm.rank(), "bad sizes did not throw");
       } catch (const sc::layout_error& e) {
-        if (std::string(e.what()).find("do not split dim 2 of extent 12") == std::string::npos) bad.add(comm.rank(), e.what());
+        const std::string w = e.what();
+        if (w.find("do not split dim 2 of extent 12: ") == std::string::npos || w.find(why) == std::string::npos) bad.add(comm.rank(), w);
       }
     // Const elements stay const; a dynamic layout stays dynamic.
     const sc::dtensor<const float, 3, sc::layout<S0, S2>, sc::mesh<2>> cq = q;

@@ -337,20 +337,28 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
   constexpr int RC = std::max(RA, RB), kd = RA - 1;  // C's rank, A's contracted dim
   constexpr detail::matmul_dims dims(RA, RB);
   // The batch dims of both operands: C's dims from the later of the two operands' first.
-  constexpr int shared_from = std::max(dims.lead_a, dims.lead_b), shared = RC - 2 - shared_from;
+  constexpr int shared_from = std::max(dims.lead_a, dims.lead_b);
   bool fits = ea[kd] == eb[RB - 2];
   for (int c = shared_from; c < RC - 2; ++c) fits = fits && ea[dims.a_dim(c)] == eb[dims.b_dim(c)];
   if (!fits) {
+    // Only the conditions that fail: the contracted extents, then each shared batch dim.
     const std::string sa = detail::describe_extents(a.global_extents()), sb = detail::describe_extents(b.global_extents());
+    std::string why;
+    bool one = false;  // a mismatched batch extent is 1 (torch.matmul would stretch it)
+    if (ea[kd] != eb[RB - 2])
+      why = "op(A)'s last extent (" + std::to_string(ea[kd]) + ") differs from op(B)'s rows (" + std::to_string(eb[RB - 2]) + ")";
+    for (int c = shared_from; c < RC - 2; ++c)
+      if (ea[dims.a_dim(c)] != eb[dims.b_dim(c)]) {
+        one = one || ea[dims.a_dim(c)] == 1 || eb[dims.b_dim(c)] == 1;
+        why += (why.empty() ? "" : "; ") + std::string("the batch dim they share as C's dim ") + std::to_string(c) + " (A's dim " +
+               std::to_string(dims.a_dim(c)) + ", B's dim " + std::to_string(dims.b_dim(c)) + ", aligned from the right) is " +
+               std::to_string(ea[dims.a_dim(c)]) + " in A and " + std::to_string(eb[dims.b_dim(c)]) + " in B";
+      }
     throw layout_error(std::string(who) + ": A is " + sa + (OpA == gemm_op::t ? " (read transposed)" : "") + " but B is " + sb +
-                       (OpB == gemm_op::t ? " (read transposed)" : "") + "; op(A)'s last extent (" + std::to_string(ea[kd]) +
-                       ") must equal op(B)'s rows (" + std::to_string(eb[RB - 2]) + ")" +
-                       (shared > 0 ? ", and the batch dims they share (the dims before each operand's last two, aligned from the right: " +
-                                         std::to_string(shared) +
-                                         " here) must have equal extents; matmul does not stretch an extent-1 dim as torch.matmul "
-                                         "does (drop a leading one, e.g. by flattening it into the next dim, and the operand is "
-                                         "broadcast by rank)"
-                                   : std::string()));
+                       (OpB == gemm_op::t ? " (read transposed)" : "") + ": " + why +
+                       (one ? "; shared batch dims must have equal extents: matmul does not stretch an extent-1 dim as torch.matmul "
+                              "does (drop a leading one, e.g. by flattening it into the next dim, and the operand is broadcast by rank)"
+                            : std::string()));
   }
   runtime_layout lc{};
   if constexpr (std::is_same_v<LC, dynamic_layout>) {

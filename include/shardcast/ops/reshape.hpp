@@ -209,27 +209,33 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
   std::array<std::int64_t, N> s = sizes;
   int infer = -1;
   std::int64_t known = 1;  // the product of the given sizes
-  bool bad = false;
-  for (std::size_t i = 0; i < N; ++i) {
+  const char* why = nullptr;  // what is wrong with the sizes, if anything
+  for (std::size_t i = 0; i < N && !why; ++i) {
     if (s[i] == -1 && infer < 0) {
       infer = static_cast<int>(i);
       continue;
     }
-    if (s[i] < 0 || __builtin_mul_overflow(known, s[i], &known)) bad = true;
+    if (s[i] == -1) why = "only one size may be -1 (inferred)";
+    else if (s[i] < 0) why = "a size is negative (only -1, inferred, is allowed)";
+    else if (__builtin_mul_overflow(known, s[i], &known)) why = "their product overflows";
   }
-  if (!bad && infer >= 0) {
-    if (known > 0 && n % known == 0) {
+  if (!why && infer >= 0) {
+    if (known == 0) {
+      why = n == 0 ? "the -1 cannot be inferred when another size is 0 (any size would do); give every size"
+                   : "the -1 cannot be inferred when another size is 0 (no size gives a nonzero extent)";
+    } else if (n % known == 0) {
       s[static_cast<std::size_t>(infer)] = n / known;
       known = n;
     } else {
-      bad = true;
+      why = "the given sizes do not divide the extent, so the -1 has no whole value";
     }
   }
-  if (bad || known != n) {
+  if (!why && known != n) why = "their product must equal the extent";
+  if (why) {
     std::string given = "{";
     for (std::size_t i = 0; i < N; ++i) given += (i ? ", " : "") + std::to_string(sizes[i]);
     throw layout_error(std::string(who) + "<" + std::to_string(D) + ">: sizes " + given + "} do not split dim " + std::to_string(D) +
-                       " of extent " + std::to_string(n) + "; their product must equal it (at most one size may be -1, inferred)");
+                       " of extent " + std::to_string(n) + ": " + why);
   }
   const runtime_layout ly = detail::unflatten_rules(x.layout(), D, static_cast<int>(N));
   std::array<std::int64_t, static_cast<std::size_t>(RY)> ey{};
