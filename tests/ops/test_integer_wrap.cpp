@@ -143,3 +143,52 @@ TEST_CASE_TEMPLATE("elementwise integer arithmetic and reduce wrap", T, std::int
     });
   });
 }
+
+TEST_CASE_TEMPLATE("a shard made partial<avg> over integers: each term n * x wraps", T, std::int32_t, std::int64_t) {
+  // shard -> partial<avg> pads locally: a rank's term holds its piece times n (the others
+  // hold 0 there), so that the mean is the value. n * x is taken modulo 2^bits (a mean of
+  // such terms is exact only where n * x fits, as documented); here the test checks that
+  // the terms add up to the wrapped n * x at every index, with no signed overflow.
+  constexpr std::int64_t len = 7;
+  for (const int nranks : {2, 3}) {
+    CAPTURE(nranks);
+    const auto g = edge_values<T>(static_cast<int>(len), 0);
+    std::vector<std::vector<T>> terms(static_cast<std::size_t>(nranks));
+    std::mutex mu;
+    sc::host::run(nranks, [&](sc::host::communicator& c) {
+      auto m = sc::make_mesh(c, std::array<int, 1>{nranks});
+      const auto x = sc::distribute<sc::layout<sc::shard<0>>>(m, g, {len});
+      const auto y = sc::redistribute<sc::layout<sc::partial<sc::avg>>>(x);
+      std::vector<T> t(static_cast<std::size_t>(len));
+      for (std::int64_t i = 0; i < len; ++i) t[static_cast<std::size_t>(i)] = y.local()(i);
+      std::lock_guard lk(mu);
+      terms[static_cast<std::size_t>(c.rank())] = t;
+    });
+    for (std::size_t i = 0; i < static_cast<std::size_t>(len); ++i) {
+      T sum{};
+      for (const auto& t : terms) sum = wrap_add(sum, t[i]);
+      CAPTURE(i);
+      CHECK(sum == wrap_mul(g[i], static_cast<T>(nranks)));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("integer matmul with the host GEMM wraps", T, std::int32_t, std::int64_t) {
+  constexpr std::int64_t m = 3, k = 4, n = 5;
+  const auto ga = edge_values<T>(static_cast<int>(m * k), 0), gb = edge_values<T>(static_cast<int>(k * n), 1);
+  std::vector<T> want(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      T s{};
+      for (std::int64_t p = 0; p < k; ++p)
+        s = wrap_add(s, wrap_mul(ga[static_cast<std::size_t>(i * k + p)], gb[static_cast<std::size_t>(p * n + j)]));
+      want[static_cast<std::size_t>(i * n + j)] = s;
+    }
+  on_ranks(2, [&](sc::host::communicator& c, std::vector<std::string>& err) {
+    auto mesh = sc::make_mesh(c, std::array<int, 1>{2});
+    // Rows of A sharded, B replicated: each rank multiplies its rows with the host GEMM.
+    const auto a = sc::distribute<sc::layout<sc::shard<0>>>(mesh, ga, {m, k});
+    const auto b = sc::distribute<sc::layout<sc::replicate>>(mesh, gb, {k, n});
+    if (sc::to_global(sc::matmul(a, b)) != want) err.push_back("matmul differs from the wrapped reference");
+  });
+}

@@ -80,7 +80,7 @@ SHARDCAST_KERNEL void fill_kernel(T* __restrict__ dst, std::size_t n, T value) {
 template <class T, class A>
 SHARDCAST_KERNEL void scale_kernel(T* __restrict__ dst, std::size_t n, A factor) {
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
-    dst[i] = convert<T>(static_cast<A>(convert<A>(dst[i]) * factor));
+    dst[i] = convert<T>(shardcast::detail::wrapping_mul(convert<A>(dst[i]), factor));  // integers wrap, as on the host
 }
 
 /// dst[i] / divisor, as shardcast::detail::divide_mean divides.

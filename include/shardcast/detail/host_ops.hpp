@@ -10,6 +10,7 @@
 #include "../comm/communicator.hpp"
 #include "../split.hpp"
 #include "region_copy.hpp"
+#include "wrapping.hpp"
 
 namespace shardcast::detail {
 
@@ -40,7 +41,7 @@ struct memory_ops<host_memory> {
   }
   template <class T>
   static void scale(T* dst, std::size_t n, T factor, host_stream = {}) {
-    for (std::size_t i = 0; i < n; ++i) dst[i] = static_cast<T>(dst[i] * factor);
+    for (std::size_t i = 0; i < n; ++i) dst[i] = wrapping_mul(dst[i], factor);  // integers wrap (an avg pad's n * x)
   }
   template <class T>
   static void divide(T* dst, std::size_t n, std::int64_t divisor, host_stream = {}) {

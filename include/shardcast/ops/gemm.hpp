@@ -15,6 +15,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+
+#include "../detail/wrapping.hpp"
 
 namespace shardcast {
 
@@ -51,10 +54,13 @@ struct host_gemm {
               const T av = a[i * a_i + p * a_p];
               const T* brow = b + p * b_p;
               T* crow = c + i * ldc;
-              if (b_j == 1)
+              if constexpr (std::is_integral_v<T>) {  // integer products and sums wrap (detail/wrapping.hpp)
+                for (std::int64_t j = j0; j < j1; ++j) crow[j] = detail::wrapping_add(crow[j], detail::wrapping_mul(av, brow[j * b_j]));
+              } else if (b_j == 1) {
                 for (std::int64_t j = j0; j < j1; ++j) crow[j] += av * brow[j];
-              else
+              } else {
                 for (std::int64_t j = j0; j < j1; ++j) crow[j] += av * brow[j * b_j];
+              }
             }
         }
   }
