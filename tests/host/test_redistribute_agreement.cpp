@@ -17,38 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "rank_outcomes.hpp"
+
 namespace sc = shardcast;
 
 namespace {
-// A short timeout: a rank that waited for a peer would show up as a timeout comm_error
-// instead of the layout_error the tests expect.
-const sc::host::options opts{std::chrono::milliseconds(2000)};
-
-/// Runs f on n ranks; returns what each rank threw ("" if nothing), prefixed with
-/// "layout_error: " when the exception had that type.
-template <class F>
-std::vector<std::string> outcomes(int n, F f) {
-  std::vector<std::string> out(static_cast<std::size_t>(n));
-  std::mutex mu;
-  sc::host::run(
-      n,
-      [&](sc::host::communicator& c) {
-        std::string what;
-        try {
-          f(c);
-        } catch (const sc::layout_error& e) {
-          what = std::string("layout_error: ") + e.what();
-        } catch (const std::exception& e) {
-          what = std::string("other: ") + e.what();
-        }
-        std::lock_guard lk(mu);
-        out[static_cast<std::size_t>(c.rank())] = what;
-      },
-      opts);
-  return out;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using outcome_testing::contains;
+using outcome_testing::opts;
+using outcome_testing::outcomes;
 
 /// The global 4x4 tensor g[i][j] = 4 i + j.
 std::vector<double> square() {

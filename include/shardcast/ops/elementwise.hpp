@@ -1409,6 +1409,14 @@ auto shift_for(const char* who, const runtime_layout& l, S c) {
   }
 }
 
+/// add(x, c), sub(x, c), add(c, x) and sub(c, x) (the form Form; who names the operator):
+/// map(x, shift_for(...)) of x kept or given up (Given).
+template <shift_form Form, bool Given, class X, class S>
+auto shift_impl(const char* who, X& x, S c, typename X::mesh_type::stream_type s) {
+  using T = std::remove_const_t<typename X::value_type>;
+  return map_impl<Given>(who, x, shift_for<typename X::layout_type, T, Form>(who, x.layout(), c), s);
+}
+
 /// scale(x, factor) and mul(x, c) (who names the operator in the messages): x * factor.
 template <bool Given, class X, class S>
 auto scale_impl(const char* who, X& x, S factor, typename X::mesh_type::stream_type s) {
@@ -1558,13 +1566,13 @@ auto sub(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto add(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<false>("shardcast::add", x, detail::shift_for<L, std::remove_const_t<T>, detail::shift_form::plus>("shardcast::add", x.layout(), c), s);
+  return detail::shift_impl<detail::shift_form::plus, false>("shardcast::add", x, c, s);
 }
 /// add(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<true>("shardcast::add", x, detail::shift_for<L, T, detail::shift_form::plus>("shardcast::add", x.layout(), c), s);
+  return detail::shift_impl<detail::shift_form::plus, true>("shardcast::add", x, c, s);
 }
 
 /// y = x - c elementwise for an arithmetic scalar c: x + (-c) (fn::shift of -c converted to
@@ -1574,13 +1582,13 @@ auto add(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
 template <class T, int R, class L, class Mesh, class S>
   requires std::is_arithmetic_v<S>
 auto sub(const dtensor<T, R, L, Mesh>& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<false>("shardcast::sub", x, detail::shift_for<L, std::remove_const_t<T>, detail::shift_form::minus>("shardcast::sub", x.layout(), c), s);
+  return detail::shift_impl<detail::shift_form::minus, false>("shardcast::sub", x, c, s);
 }
 /// sub(x, c) of a tensor the caller gives up.
 template <class T, int R, class L, class Mesh, class S>
   requires(std::is_arithmetic_v<S> && !std::is_const_v<T>)
 auto sub(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
-  return detail::map_impl<true>("shardcast::sub", x, detail::shift_for<L, T, detail::shift_form::minus>("shardcast::sub", x.layout(), c), s);
+  return detail::shift_impl<detail::shift_form::minus, true>("shardcast::sub", x, c, s);
 }
 
 /// y = x * c elementwise for an arithmetic scalar c: scale(x, c) (the same rules and
@@ -1638,10 +1646,7 @@ auto div(dtensor<T, R, L, Mesh>&& x, S c, typename Mesh::stream_type s = {}) {
 template <class S, class X>
   requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
 auto add(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
-  using D = std::remove_cvref_t<X>;
-  auto f = detail::shift_for<typename D::layout_type, std::remove_const_t<typename D::value_type>, detail::shift_form::plus>("shardcast::add",
-                                                                                                                          x.layout(), c);
-  return detail::map_impl<detail::given_v<X>>("shardcast::add", detail::as_operand<X>(x), f, s);
+  return detail::shift_impl<detail::shift_form::plus, detail::given_v<X>>("shardcast::add", detail::as_operand<X>(x), c, s);
 }
 
 /// y = c * x for an arithmetic scalar c: mul(x, c) (the same rules, checks and messages).
@@ -1665,10 +1670,7 @@ auto mul(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s =
 template <class S, class X>
   requires(std::is_arithmetic_v<S> && detail::is_dtensor<std::remove_cvref_t<X>>::value)
 auto sub(S c, X&& x, typename std::remove_cvref_t<X>::mesh_type::stream_type s = {}) {
-  using D = std::remove_cvref_t<X>;
-  auto f = detail::shift_for<typename D::layout_type, std::remove_const_t<typename D::value_type>, detail::shift_form::from>("shardcast::sub",
-                                                                                                                          x.layout(), c);
-  return detail::map_impl<detail::given_v<X>>("shardcast::sub", detail::as_operand<X>(x), f, s);
+  return detail::shift_impl<detail::shift_form::from, detail::given_v<X>>("shardcast::sub", detail::as_operand<X>(x), c, s);
 }
 
 /// y = c / x elementwise for an arithmetic scalar c: map(x, fn::rdiv(c)). c / x is
