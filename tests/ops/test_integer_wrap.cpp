@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "op_testing.hpp"
+
 namespace sc = shardcast;
 
 namespace {
@@ -159,10 +161,8 @@ TEST_CASE_TEMPLATE("a shard made partial<avg> over integers: each term n * x wra
       auto m = sc::make_mesh(c, std::array<int, 1>{nranks});
       const auto x = sc::distribute<sc::layout<sc::shard<0>>>(m, g, {len});
       const auto y = sc::redistribute<sc::layout<sc::partial<sc::avg>>>(x);
-      std::vector<T> t(static_cast<std::size_t>(len));
-      for (std::int64_t i = 0; i < len; ++i) t[static_cast<std::size_t>(i)] = y.local()(i);
       std::lock_guard lk(mu);
-      terms[static_cast<std::size_t>(c.rank())] = t;
+      terms[static_cast<std::size_t>(c.rank())] = optest::local_copy(y);
     });
     for (std::size_t i = 0; i < static_cast<std::size_t>(len); ++i) {
       T sum{};

@@ -61,7 +61,6 @@ using math_t = std::conditional_t<std::is_same_v<T, double> || std::is_same_v<T,
 template <class T>
 using arith_t = std::conditional_t<std::is_arithmetic_v<T>, T, float>;
 // Integer arithmetic that wraps (detail/wrapping.hpp).
-using shardcast::detail::wrap_t;
 using shardcast::detail::wrapping_add;
 using shardcast::detail::wrapping_mul;
 using shardcast::detail::wrapping_sub;
@@ -75,7 +74,7 @@ inline constexpr bool real_v = !std::is_integral_v<T>;
 template <class T>
 SHARDCAST_HOST_DEVICE constexpr T quotient(T a, T b) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
-    if (b == T(-1)) return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(a));
+    if (b == T(-1)) return wrapping_sub(T(0), a);
   }
   return static_cast<T>(a / b);
 }
@@ -191,8 +190,7 @@ struct neg_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) {
-      using U = detail::wrap_t<T>;
-      return static_cast<T>(U(0) - static_cast<U>(x));
+      return detail::wrapping_sub(T(0), x);
     } else {
       return static_cast<T>(-static_cast<detail::arith_t<T>>(x));
     }
@@ -218,8 +216,7 @@ struct square_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) {
-      using U = detail::wrap_t<T>;
-      return static_cast<T>(static_cast<U>(x) * static_cast<U>(x));
+      return detail::wrapping_mul(x, x);
     } else {
       const detail::arith_t<T> v = static_cast<detail::arith_t<T>>(x);
       return static_cast<T>(v * v);
@@ -235,8 +232,7 @@ struct shift_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) {
-      using U = detail::wrap_t<T>;
-      return static_cast<T>(static_cast<U>(x) + static_cast<U>(static_cast<T>(c)));
+      return detail::wrapping_add(x, static_cast<T>(c));
     } else {
       using A = detail::arith_t<T>;
       return static_cast<T>(static_cast<A>(x) + static_cast<A>(c));
@@ -252,8 +248,7 @@ struct rsub_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const {
     if constexpr (std::is_integral_v<T>) {
-      using U = detail::wrap_t<T>;
-      return static_cast<T>(static_cast<U>(static_cast<T>(c)) - static_cast<U>(x));
+      return detail::wrapping_sub(static_cast<T>(c), x);
     } else {
       using A = detail::arith_t<T>;
       return static_cast<T>(static_cast<A>(c) - static_cast<A>(x));
