@@ -503,13 +503,21 @@ namespace detail {
 /// forever, or exchange pieces of equal size and give wrong values). Every rank of a mesh
 /// meets the same conversions in the same order, so they all miss the cache together and
 /// later calls cost nothing. Then plans (from detail::shared_plans), computes the geometry
-/// and caches both.
+/// and caches both. The identity conversion (`to` is x's layout) is compared and cached
+/// too, as a plan of no steps: a peer that passed another target must not wait for a rank
+/// that returned at once.
 template <class T, int R, class Mesh>
 [[gnu::cold]] const runtime_plan_cache::entry& insert_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                                   const char* who, typename Mesh::stream_type s) {
   plan p;
-  const std::string err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
   const runtime_layout& from = x.layout();
+  std::string err;
+  if (from == to) {
+    p.src = from;  // no steps: x's piece is already the result's
+    p.dst = to;
+  } else {
+    err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
+  }
   agree_on_arguments(x.mesh(), x.global_extents(),
                      {agreed_layout{&from, "the ranks' tensors have different layouts", "holds a tensor of layout",
                                     "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
@@ -518,24 +526,24 @@ template <class T, int R, class Mesh>
                      err, who, s,
                      agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
                                     "every rank must pass its piece of the same tensor"});
-  return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
+  plan_geometry g = p.nsteps > 0 ? make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R) : plan_geometry{};
+  return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, std::move(g));
 }
 
 /// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
 /// rank, insert_runtime_plan: the ranks agree on the conversion, then it is planned and
 /// cached in the rank's runtime_plan_cache); nullptr when the plan has no steps, i.e. x's
 /// piece is already the result's. That is exactly when `to` is x's layout (any other target
-/// is another state of the planner's search, at least one step away), which is answered
-/// without planning, a cache lookup or a collective (so a rank whose `to` is x's layout
-/// while a peer's differs is not detected here: the peer waits in the agreement, and the
-/// host backend reports the mismatch or times out).
+/// is another state of the planner's search, at least one step away); that conversion is
+/// not planned, but it is compared across the ranks on first use like any other, so a rank
+/// whose `to` is x's layout while a peer's differs throws with the peer.
 template <class T, int R, class Mesh>
 const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who,
                                                     typename Mesh::stream_type s) {
-  if (x.layout() == to) return nullptr;
   require_mesh(x.mesh(), who);
-  if (const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R)) return e;
-  return &insert_runtime_plan(x, to, who, s);
+  const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R);
+  if (!e) e = &insert_runtime_plan(x, to, who, s);
+  return e->p.nsteps > 0 ? e : nullptr;
 }
 }  // namespace detail
 
@@ -550,8 +558,8 @@ template <class T, int R, class Mesh>
 dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                                       typename Mesh::stream_type s = {}) {
   if constexpr (std::is_const_v<T>) {
-    detail::require_mesh(x.mesh(), "shardcast::redistribute");
-    if (x.layout() == to) return detail::copy_of_read_only<dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh>>(x, to, s);
+    if (!detail::runtime_plan_entry(x, to, "shardcast::redistribute", s))
+      return detail::copy_of_read_only<dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh>>(x, to, s);
     const auto y = detail::unconst(x);  // (an lvalue: only read, never given up)
     return redistribute(y, to, s);
   } else {

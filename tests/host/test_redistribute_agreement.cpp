@@ -71,13 +71,43 @@ TEST_CASE("ranks passing targets that need different collectives all throw layou
     for (std::size_t r = 0; r < got.size(); ++r) {
       CAPTURE(r);
       CAPTURE(got[r]);
-    CAPTURE(got[r]);
       if (into) {
         // distribute of y already compares its layout: the ranks disagree there first.
         CHECK(contains(got[r], "layout_error: shardcast::distribute: the ranks passed different layouts"));
       } else {
         CHECK(contains(got[r], "layout_error: " + who + ": the ranks passed different target layouts"));
       }
+    }
+  }
+}
+
+TEST_CASE("a rank whose target is its tensor's own layout compares it too: a peer that passed another target does not wait for it") {
+  // Rank 0's target is x's layout (no step to run), rank 1's needs an all_gather: both throw
+  // instead of rank 1 waiting in the comparison until the timeout.
+  const auto g = square();
+  for (const int form : {0, 1, 2}) {  // redistribute, of const elements, redistribute_into
+    CAPTURE(form);
+    const auto got = outcomes(2, [&](sc::host::communicator& c) {
+      auto m = sc::make_mesh(c, std::array<int, 1>{2});
+      const auto x = sc::distribute(m, sc::runtime_layout::parse("S(0)"), g, {4, 4});
+      const auto to = sc::runtime_layout::parse(c.rank() == 0 ? "S(0)" : "R");
+      if (form == 0) {
+        (void)sc::redistribute(x, to);
+      } else if (form == 1) {
+        const sc::dtensor<const double, 2, sc::dynamic_layout, decltype(m)> cx = x;
+        (void)sc::redistribute(cx, to);
+      } else {
+        // y's layout is each rank's own target; made without distribute's comparison.
+        std::vector<double> mem(16);
+        sc::redistribute_into(x, sc::make_view(m, to, mem.data(), {4, 4}));
+      }
+    });
+    const std::string who = form == 2 ? "shardcast::redistribute_into" : "shardcast::redistribute";
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      CHECK(contains(got[r], "layout_error: " + who + ": the ranks passed different target layouts (rank " + std::to_string(r) + " passed \"" +
+                                 (r == 0 ? "S(0)" : "R") + "\")"));
     }
   }
 }
@@ -112,7 +142,6 @@ TEST_CASE("pieces of different tensors (views of other layouts or extents) are r
     for (std::size_t r = 0; r < got.size(); ++r) {
       CAPTURE(r);
       CAPTURE(got[r]);
-    CAPTURE(got[r]);
       CHECK(contains(got[r], std::string("layout_error: shardcast::redistribute: the ranks' tensors have different layouts (rank ") +
                                  std::to_string(r) + " holds a tensor of layout \"" + (r == 0 ? "S(0)" : "S(1)") + "\")"));
     }
@@ -127,7 +156,6 @@ TEST_CASE("pieces of different tensors (views of other layouts or extents) are r
     for (std::size_t r = 0; r < got.size(); ++r) {
       CAPTURE(r);
       CAPTURE(got[r]);
-    CAPTURE(got[r]);
       CHECK(contains(got[r], std::string("layout_error: shardcast::redistribute: the ranks' tensors have different global extents: dim 0 "
                                          "is 4 on some ranks and 6 on others (rank ") +
                                  std::to_string(r) + " holds a tensor of extents " + (r == 0 ? "4x4" : "6x4") + ")"));
@@ -160,13 +188,23 @@ TEST_CASE("ranks that agree compare a conversion once: later redistributes of it
                              std::to_string(a) + ", " + std::to_string(b) + ")");
           }
     }
+    // To x's own layout: compared once, then nothing; the result shares x's piece.
+    for (int i = 0; i < 3; ++i) {
+      m.comm().reset();
+      const auto same = sc::redistribute(x, x.layout());
+      calls.push_back(m.comm().collectives());
+      if (same.data() != x.data()) {
+        std::lock_guard lk(mu);
+        errors.push_back("rank " + std::to_string(hc.rank()) + ": a redistribute to x's own layout did not share x's piece");
+      }
+    }
     // The same conversion on other extents is another conversion: compared again.
     const auto x2 = sc::distribute(m, sc::runtime_layout::parse("S(0),S(1)"), g, {2, 8});
     m.comm().reset();
     (void)sc::redistribute(x2, to);
     calls.push_back(m.comm().collectives());
     std::lock_guard lk(mu);
-    if (calls != std::vector<long>{2, 1, 1, 2}) {
+    if (calls != std::vector<long>{2, 1, 1, 1, 0, 0, 2}) {
       std::string s = "rank " + std::to_string(hc.rank()) + " collectives per call:";
       for (long n : calls) s += " " + std::to_string(n);
       errors.push_back(s);
