@@ -1347,11 +1347,11 @@ void expect_whole_scalar(const char* who, const char* noun, S v, const char* rem
   }
 }
 
-/// Instantiated when add(x, c) / sub(x, c) meets a partial<sum> x on mesh axis `Axis`.
+/// Instantiated when add(x, c), sub(x, c), add(c, x) or sub(c, x) meets a partial<sum> x on mesh axis `Axis`.
 template <int Axis>
 struct scalar_shift_of_partial_sum_on_mesh_axis {
   static_assert(Axis != Axis,
-                "shardcast::add(x, c) / sub(x, c) / sub(c, x): x is partial<sum> on the mesh axis named in "
+                "shardcast::add(x, c) / sub(x, c) / add(c, x) / sub(c, x): x is partial<sum> on the mesh axis named in "
                 "scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term (n times into the sum); "
                 "redistribute x to replicate (all_reduce) or shard (reduce_scatter) on that axis first.");
 };
@@ -1385,7 +1385,12 @@ enum class shift_form : std::uint8_t { plus, minus, from };
 /// The other refusals are map's.
 template <class L, class T, shift_form Form, class S>
 auto shift_for(const char* who, const runtime_layout& l, S c) {
-  expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
+  if constexpr (Form == shift_form::from)
+    expect_whole_scalar<T>(who, "scalar", c,
+                           "a whole number in the element type's range (c - x wraps, so for an unsigned type -1 - x is "
+                           "sub(std::numeric_limits<T>::max(), x))");
+  else
+    expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
   const auto f = [c] {
     if constexpr (Form == shift_form::minus) return fn::shift(negated_shift<T>(c));
     else if constexpr (Form == shift_form::from) return fn::rsub(c);
