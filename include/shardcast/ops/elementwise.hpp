@@ -24,6 +24,7 @@
 /// | div(c, x), c scalar | replicate, shard<d>                |                 | same as x        |
 /// | div(a, b)           | replicate, shard<d>                | equal to a      | same as a        |
 /// | div(a, b)           | partial<sum\|avg> (floating point) | replicate       | same as a        |
+/// | div(a, s), s rank 0 | replicate, shard<d>, partial<sum\|avg> (floating point) | replicate | same as a |
 /// | bias_add(x, bias)   | shard<R-1> (x's last dim)  | shard<0>        | shard<R-1>       |
 /// | bias_add(x, bias)   | replicate, shard<d>, d<R-1 | replicate       | same as x        |
 /// | bias_add(x, bias)   | partial<avg\|max\|min>      | replicate       | same as x        |
@@ -663,8 +664,8 @@ struct division_of_partial_on_mesh_axis {
                 "shardcast::div/zip/map/broadcast_zip: a division meets a partial operand on the mesh axis named in "
                 "division_of_partial_on_mesh_axis<Axis, PA, PB, F> (PB is void for div(x, c), div(c, x) and maps) that it cannot "
                 "divide term by term. Only a partial<sum|avg> numerator of a floating-point type over a divisor that is the same on "
-                "every rank (replicate, or a scalar c) stays partial: (a1 + a2) / b = a1 / b + a2 / b. A partial divisor is "
-                "refused (1 / (b1 + b2) is not a sum of per-rank quotients), and so is a "
+                "every rank (replicate, a replicated rank-0 s, or a scalar c) stays partial: (a1 + a2) / b = a1 / b + a2 / b. A partial "
+                "divisor is refused (1 / (b1 + b2) is not a sum of per-rank quotients), and so is a "
                 "partial<max|min> numerator (dividing by a negative number swaps max and min, and the divisor's sign is not part "
                 "of the layout; for a c known to be positive, map(x, fn::nondecreasing_in<0>(fn::div_by(c))) keeps the partial) "
                 "and a partial<prod> one. Redistribute the partial operand to replicate (all_reduce) on that axis first, e.g. "
@@ -957,6 +958,22 @@ constexpr functor_props props_of() {
   }
   return p;
 }
+
+/// div(x, s) with a rank-0 s on one axis, x of element type T. A rank-0 tensor is replicate
+/// or partial on each axis; a partial s is refused as div(a, b) refuses a partial divisor
+/// (1 / (s1 + s2) is not a sum of per-rank quotients). Over a replicated s, x / s is x / c
+/// for the value c that every rank holds, so div(x, c)'s rule applies (fn::div_by's
+/// properties): replicate and shard<d> are kept, and floating-point partial<sum|avg>;
+/// partial<max|min|prod> and, over integers, every partial are refused with their reasons.
+template <class T>
+constexpr axis_rule scalar_div_axis_rule(const placement_desc& x, const placement_desc& s) {
+  if (!s.is_replicate()) return {op_rule::division_of_partial, x};
+  return map_axis_rule(x, props_of<fn::div_by_fn<T>, T>());
+}
+template <class T>
+constexpr layout_rule scalar_div_rules(const runtime_layout& x, const runtime_layout& s) {
+  return fold_axes(x.naxes, [&](int a) { return scalar_div_axis_rule<T>(x[a], s[a]); });
+}
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------
@@ -1182,7 +1199,8 @@ constexpr void check_binary_types() {
   static_assert(std::is_same_v<typename DA::mesh_type, typename DB::mesh_type>,
                 "shardcast::zip/add/sub/mul/div: the operands have different mesh types; both must live on the same mesh.");
   static_assert(DA::rank == DB::rank, "shardcast::zip/add/sub/mul/div: the operands have different tensor ranks; elementwise operands need equal global extents "
-                                      "(for a rank-0 factor use mul(x, s) or scale(x, s), for a host divisor div(x, c), for a row vector bias_add(x, bias)).");
+                                      "(for a rank-0 factor use mul(x, s) or scale(x, s), for a rank-0 divisor div(x, s), for a host divisor div(x, c), "
+                                      "for a row vector bias_add(x, bias)).");
 }
 
 /// The layout of mul(x, s) for a rank-0 s (x's layout when legal); T: x's element type.
@@ -1192,29 +1210,65 @@ struct scalar_mul_layout {
   using type = typename checked_layout<scalar_mul_rules(LX::desc, LS::desc, std::is_integral_v<T>), LX, LS, fn::mul_fn>::type;
 };
 
-template <bool Given, class X, class TS, class LS, class Mesh>
-auto scalar_mul_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::stream_type s) {
+/// The layout of div(x, s) for a rank-0 s (x's layout when legal; see scalar_div_axis_rule);
+/// T: x's element type.
+template <class LX, class LS, class T = float>
+struct scalar_div_layout {
+  static_assert(LX::naxes == LS::naxes, "shardcast::div(x, s): x's and s's layouts have different numbers of mesh axes; both must live on the same mesh.");
+  using type = typename checked_layout<scalar_div_rules<std::remove_const_t<T>>(LX::desc, LS::desc), LX, LS, fn::div_fn>::type;
+};
+
+/// Throws layout_error when the rank-0 divisor s of div(x, s) has integer elements, lives in
+/// host memory and holds 0 (integer division by zero is undefined). s is replicated (its
+/// layout was checked first), so every rank holds the same value and throws alike. Device
+/// memory is not read (as in expect_no_zero_divisor).
+template <class D>
+void expect_nonzero_scalar_divisor(const char* who, const D& d) {
+  using T = std::remove_const_t<typename D::value_type>;
+  static_assert(D::rank == 0);
+  if constexpr (std::is_integral_v<T> && std::is_same_v<typename D::mesh_type::memory_space, host_memory>) {
+    if (d.local_size() == 1 && d.data()[0] == T(0))
+      throw layout_error(std::string(who) + ": x has integer elements and the rank-0 divisor s is 0 (on every rank, as s is "
+                         "replicated); integer division by zero is undefined, so nothing was divided. Make s nonzero, or convert the "
+                         "operands to a floating type first, where x / 0 is inf or NaN");
+  }
+}
+
+/// mul(x, s) and div(x, s) with a rank-0 s (Div: the division): x * s or x / s with the one
+/// element of s's local piece, s replicated on every mesh axis (the rules: scalar_mul_rules,
+/// scalar_div_rules). For div, an integral s of 0 is refused before anything is written.
+/// Given: the caller gives x up (the result may go over x's piece; s is read for every
+/// element, so not when s lies in that piece).
+template <bool Div, bool Given, class X, class TS, class LS, class Mesh>
+auto scalar_operand_impl(X& x, const dtensor<TS, 0, LS, Mesh>& sc, typename Mesh::stream_type s) {
   using TX = typename X::value_type;
   constexpr int R = X::rank;
   using LX = typename X::layout_type;
   static_assert(std::is_same_v<typename X::mesh_type, Mesh>);
-  constexpr const char* who = "shardcast::mul";
+  constexpr const char* who = Div ? "shardcast::div" : "shardcast::mul";
   constexpr bool dyn = is_dynamic_v<LX> || is_dynamic_v<LS>;
   expect_same_mesh(who, x.mesh(), sc.mesh(), "x", "s");
   runtime_layout ly = x.layout();
   if constexpr (dyn) {
-    const layout_rule r = scalar_mul_rules(x.layout(), sc.layout(), std::is_integral_v<TX>);
+    layout_rule r;
+    if constexpr (Div)
+      r = scalar_div_rules<std::remove_const_t<TX>>(x.layout(), sc.layout());
+    else
+      r = scalar_mul_rules(x.layout(), sc.layout(), std::is_integral_v<TX>);
     expect_legal(who, r, x.layout(), sc.layout());
     ly = r.out;
   }
-  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, scalar_mul_layout<LX, LS, TX>>::type;
+  using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>,
+                                         std::conditional_t<Div, scalar_div_layout<LX, LS, TX>, scalar_mul_layout<LX, LS, TX>>>::type;
+  if constexpr (Div) expect_nonzero_scalar_divisor(who, sc);
   const TX* const in = x.data();
   const TS* const factor = sc.data();
   const std::size_t n = x.local_size();
-  // The factor is read for every element: it must not lie in the piece being overwritten.
+  // s is read for every element: it must not lie in the piece being overwritten.
   auto y = elementwise_output<std::remove_const_t<TX>, R, LY, Given, false>(x, x, ly, !ranges_overlap(in, n, factor, sc.local_size()), s);
-  // The factor is the one element of s's local piece, broadcast as a row of length 1.
-  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, factor, y.data(), n, std::size_t{1}, fn::mul, s);
+  // s's value is the one element of its local piece, broadcast as a row of length 1.
+  using F = std::conditional_t<Div, fn::div_fn, fn::mul_fn>;
+  if (n > 0) elementwise_exec<typename Mesh::memory_space>::zip_rows(in, factor, y.data(), n, std::size_t{1}, F{}, s);
   release_given_up<Given>(x);
   return y;
 }
@@ -1711,7 +1765,7 @@ auto mul_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
   static_assert(same_elements_v<T, typename XB::value_type>,
                 "shardcast::mul: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
   if constexpr (RB == 0 && RA > 0) {
-    auto y = scalar_mul_impl<GA>(a, b, s);
+    auto y = scalar_operand_impl<false, GA>(a, b, s);
     release_given_up<GB>(b);  // a rank-0 factor cannot hold the product
     return y;
   } else {
@@ -1739,33 +1793,61 @@ auto mul(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s
   return detail::mul_impl<detail::given_v<A>, detail::given_v<B>>(detail::as_operand<A>(a), detail::as_operand<B>(b), s);
 }
 
-/// a / b elementwise (zip(a, b, fn::div)): equal element types, ranks, extents and meshes,
-/// and per mesh axis equal placements with no partial, or a partial<sum|avg> a over a
-/// replicated b for floating-point types (the quotient stays partial: (a1 + a2) / b =
-/// a1 / b + a2 / b). Refused, with the reason: a partial b (1 / (b1 + b2) is not a sum of
+namespace detail {
+template <bool GA, bool GB, class XA, class XB>
+auto div_impl(XA& a, XB& b, typename XB::mesh_type::stream_type s) {
+  if constexpr (XB::rank == 0 && XA::rank > 0) {
+    static_assert(std::is_same_v<typename XA::mesh_type, typename XB::mesh_type>,
+                  "shardcast::div: the operands have different mesh types; both must live on the same mesh.");
+    static_assert(same_value_types<XA, XB>,
+                  "shardcast::div: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+    auto y = scalar_operand_impl<true, GA>(a, b, s);
+    release_given_up<GB>(b);  // a rank-0 divisor cannot hold the quotient
+    return y;
+  } else {
+    check_binary_types<XA, XB>();
+    static_assert(same_value_types<XA, XB>,
+                  "shardcast::div: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
+    return zip_impl<GA, GB>("shardcast::div", a, b, fn::div, s, [&b] { expect_no_zero_divisor("shardcast::div", "b", b); });
+  }
+}
+}  // namespace detail
+
+/// a / b elementwise, computed as a division (never as a * (1 / b)). Two forms:
+/// - b of the same rank as a (zip(a, b, fn::div)): equal element types, ranks, extents and
+///   meshes, and per mesh axis equal placements with no partial, or a partial<sum|avg> a
+///   over a replicated b for floating-point types (the quotient stays partial: (a1 + a2) / b
+///   = a1 / b + a2 / b);
+/// - b of rank 0 (a scalar dtensor s, the tensor twin of div(x, c)), replicated on every
+///   mesh axis: a may be replicate, shard<d>, or for floating-point types partial<sum|avg>
+///   (kept partial, as above); y has a's layout, and every element of a is divided by s's
+///   one value.
+/// Refused in both forms, with the reason: a partial b (1 / (b1 + b2) is not a sum of
 /// per-rank quotients), a partial<max|min> a (dividing by a negative number swaps max and
 /// min, and b's sign is not part of its layout), a partial<prod> a, two partial operands,
 /// and over integers a partial a (division truncates: trunc(1 / 2) + trunc(1 / 2) = 0, but
-/// trunc(2 / 2) = 1); a compile error naming the mesh axis, or layout_error for dynamic
-/// layouts. Over floating-point types a zero in b gives inf or NaN, as in C++; over
-/// integers lowest() / -1 wraps to lowest().
-/// Operands the caller gives up: as for add (the quotient goes over a's piece first).
+/// trunc(2 / 2) = 1; a partial<avg> of integers is a truncated mean); a compile error naming
+/// the mesh axis (division_of_partial_on_mesh_axis, integer_division_of_partial_sum_on_mesh_axis,
+/// partial_avg_of_integers_on_mesh_axis), or layout_error for dynamic layouts. Over
+/// floating-point types a zero in b gives inf or NaN, as in C++; over integers lowest() / -1
+/// wraps to lowest().
+/// Operands the caller gives up: as for add (the quotient goes over a's piece first); a
+/// rank-0 b given up is only left empty, and the quotient does not go over a's piece where
+/// b lies in it.
 /// @param s stream for device meshes
 /// @throws layout_error for different meshes or global extents, illegal dynamic layouts,
-///         and for integer elements in host memory on the ranks whose piece of b holds a 0
-///         (checked before anything is divided; device memory is not checked)
+///         and for integer elements in host memory: on the ranks whose piece of b holds a 0
+///         (checked before anything is divided), and for a rank-0 b of 0 on every rank (b is
+///         replicated, so each rank holds the 0); device memory is not checked, and there a
+///         zero divisor gives an unspecified quotient
 /// @code
 ///   auto y = sc::div(p /* layout<shard<0>, partial<sum>>, float */, norm /* layout<shard<0>, replicate> */);  // layout<shard<0>, partial<sum>>
+///   auto z = sc::div(p, n /* layout<replicate, replicate>, rank 0 */);  // layout<shard<0>, partial<sum>>
 /// @endcode
 template <class A, class B>
   requires detail::dtensor_operands<A, B>
 auto div(A&& a, B&& b, typename std::remove_cvref_t<A>::mesh_type::stream_type s = {}) {
-  detail::check_binary_types<A, B>();
-  static_assert(detail::same_value_types<A, B>,
-                "shardcast::div: the operands have different element types; convert one first, e.g. map(b, [](U v) { return T(v); }).");
-  auto& bo = detail::as_operand<B>(b);
-  return detail::zip_impl<detail::given_v<A>, detail::given_v<B>>("shardcast::div", detail::as_operand<A>(a), bo, fn::div, s,
-                                                                  [&bo] { detail::expect_no_zero_divisor("shardcast::div", "b", bo); });
+  return detail::div_impl<detail::given_v<A>, detail::given_v<B>>(detail::as_operand<A>(a), detail::as_operand<B>(b), s);
 }
 
 /// y[..., j] = x[..., j] + bias[j]: adds a rank-1 bias along x's last dim (every row).
