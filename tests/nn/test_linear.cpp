@@ -240,6 +240,84 @@ TEST_CASE("nn: gelu and silu layers apply the functors elementwise and keep the 
   bad.report();
 }
 
+TEST_CASE("nn: activations take dynamic layouts: the same values, the same run-time layout, partials refused at run time") {
+  // relu forward and backward against relu_ref / relu_grad_ref of the global tensors, for
+  // every layout without a partial placement on a 2x2 and a 3-rank mesh (extents 5x3: uneven
+  // pieces, and empty ones on the 3-rank mesh's shard<1> of a dim of 3... and of 2 rows),
+  // x dynamic with dy dynamic or static, and dy dynamic with x static.
+  using T = double;
+  failures bad;
+  for (const int n : {4, 3}) {
+    CAPTURE(n);
+    const std::vector<std::string> texts = n == 4 ? std::vector<std::string>{"R,R", "S(0),R", "R,S(1)", "S(0),S(1)", "S(1),S(0)", "S(0),S(0)", "S(1),S(1)"}
+                                                  : std::vector<std::string>{"R", "S(0)", "S(1)"};
+    for (const auto& [t, f] : {std::pair<i64, i64>{5, 3}, std::pair<i64, i64>{2, 1}}) {
+      const auto X = nn_ref::ints<T>(t * f, 3), D = nn_ref::ints<T>(t * f, 4);
+      const auto Y = relu_ref(X), dX = relu_grad_ref(X, D);
+      sc::host::run(n, [&](sc::host::communicator& comm) {
+        auto run = [&](auto mesh) {
+          for (const auto& text : texts) {
+            const auto l = sc::runtime_layout::parse(text);
+            const std::string where = text + " " + std::to_string(t) + "x" + std::to_string(f) + ": ";
+            const auto x = sc::distribute(mesh, l, X, {t, f});
+            const auto d = sc::distribute(mesh, l, D, {t, f});
+            const auto y = nn::relu.forward(x);
+            static_assert(std::is_same_v<typename decltype(y)::layout_type, sc::dynamic_layout>);
+            if (y.layout() != l) bad.add(comm.rank(), where + "forward changed the layout to " + sc::to_string(y.layout()));
+            if (sc::to_global(y) != Y) bad.add(comm.rank(), where + "forward differs from the reference");
+            if (sc::to_global(nn::relu.backward(x, d)) != dX) bad.add(comm.rank(), where + "backward differs from the reference");
+            const sc::dtensor<const T, 2, sc::dynamic_layout, decltype(mesh)> cx = x;
+            if (sc::to_global(nn::relu.forward(cx)) != Y) bad.add(comm.rank(), where + "forward of const elements differs");
+          }
+        };
+        if (n == 4) run(sc::make_mesh(comm, std::array<int, 2>{2, 2}));
+        else run(sc::make_mesh(comm, std::array<int, 1>{3}));
+      });
+    }
+  }
+  bad.report();
+
+  // Static and dynamic layouts meet in backward; partial inputs and mismatched gradients throw.
+  const i64 t = 4, f = 6;
+  const auto X = nn_ref::ints<T>(t * f, 1), D = nn_ref::ints<T>(t * f, 2);
+  const auto dX = relu_grad_ref(X, D);
+  failures bad2;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 1>{2});
+    using L = sc::layout<sc::shard<1>>;
+    const auto xs = sc::distribute<L>(mesh, X, std::array<i64, 2>{t, f});
+    const auto ds = sc::distribute<L>(mesh, D, std::array<i64, 2>{t, f});
+    const auto xd = sc::distribute(mesh, sc::runtime_layout::parse("S(1)"), X, {t, f});
+    const auto dd = sc::distribute(mesh, sc::runtime_layout::parse("S(1)"), D, {t, f});
+    const auto a = nn::relu.backward(xs, dd);  // x static: a static result
+    static_assert(std::is_same_v<typename decltype(a)::layout_type, L>);
+    if (sc::to_global(a) != dX) bad2.add(comm.rank(), "static x, dynamic dy: backward differs from the reference");
+    if (sc::to_global(nn::relu.backward(xd, ds)) != dX) bad2.add(comm.rank(), "dynamic x, static dy: backward differs from the reference");
+    const auto dr = sc::distribute(mesh, sc::runtime_layout::parse("R"), D, {t, f});
+    try {
+      (void)nn::relu.backward(xd, dr);
+      bad2.add(comm.rank(), "a gradient of another layout was accepted");
+    } catch (const sc::layout_error& e) {
+      if (std::string(e.what()).find("shardcast::nn::activation::backward: the output gradient has layout \"R\" but the input \"S(1)\"") ==
+          std::string::npos)
+        bad2.add(comm.rank(), std::string("unexpected message: ") + e.what());
+    }
+    const auto p = sc::distribute(mesh, sc::runtime_layout::parse("P(sum)"), X, {t, f});
+    for (const bool fwd : {true, false}) {
+      try {
+        if (fwd) (void)nn::gelu.forward(p);
+        else (void)nn::gelu.backward(p, p);
+        bad2.add(comm.rank(), "a partial input was accepted");
+      } catch (const sc::layout_error& e) {
+        const std::string want = std::string("shardcast::nn::activation::") + (fwd ? "forward" : "backward") +
+                                 ": the input has layout \"P(sum)\", partial on mesh axis 0, and f of partial values is not f of their sum";
+        if (std::string(e.what()).find(want) == std::string::npos) bad2.add(comm.rank(), std::string("unexpected message: ") + e.what());
+      }
+    }
+  });
+  bad2.report();
+}
+
 TEST_CASE("nn: mismatched extents throw layout_error") {
   using T = double;
   sc::host::run(2, [](sc::host::communicator& comm) {
