@@ -30,7 +30,9 @@
 /// MPI_Sendrecv; its messages match send and recv on the peers.
 /// Counts are in elements. In-place use is allowed where MPI allows it
 /// (all_reduce with send == recv; all_gather with send == recv + rank*count;
-/// reduce_scatter with recv == send + rank*count).
+/// reduce_scatter with recv == send + rank*count); all_to_all and all_to_allv have no
+/// in-place form. Other overlapping send and receive buffers are erroneous (the host
+/// backend refuses them with layout_error).
 
 #include <chrono>
 #include <concepts>

@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -367,6 +368,12 @@ struct group_state : shardcast::detail::in_process_group {
   static constexpr std::size_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
 };
 
+
+/// Whether [a, a + na) and [b, b + nb) share an element.
+template <class T>
+bool overlap(const T* a, std::size_t na, const T* b, std::size_t nb) {
+  return na > 0 && nb > 0 && std::less<const T*>{}(a, b + nb) && std::less<const T*>{}(b, a + na);
+}
 }  // namespace detail
 
 /// A host communicator: one rank's handle on a group of threads.
@@ -385,6 +392,9 @@ class communicator {
 
   template <element_type T>
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
+    SHARDCAST_EXPECTS(send == recv || !detail::overlap<T>(send, count, recv, count),
+                      "shardcast::host::all_reduce: send and recv overlap without being the same buffer; pass one buffer (in place) or two "
+                      "that do not overlap");
     publish<T>(detail::op_kind::all_reduce, count, send, recv, op);
     // Eager: every rank reduces the whole of every rank's copy, so from 8 ranks on the
     // limit is divided by ranks / 4, which keeps what a rank reads (ranks x count) under 8x
@@ -417,6 +427,10 @@ class communicator {
 
   template <element_type T>
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
+    SHARDCAST_EXPECTS(send == recv + static_cast<std::size_t>(rank_) * count ||
+                          !detail::overlap<T>(send, count, recv, static_cast<std::size_t>(size()) * count),
+                      "shardcast::host::all_gather: send overlaps recv other than as this rank's block (in place: send == recv + "
+                      "rank * count); pass that block or a send buffer outside recv");
     publish<T>(detail::op_kind::all_gather, count, send, recv);
     if (collective_eager<T>(count)) {
       stage<T>(send, count);
@@ -434,6 +448,10 @@ class communicator {
 
   template <element_type T>
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
+    SHARDCAST_EXPECTS(recv == send + static_cast<std::size_t>(rank_) * count ||
+                          !detail::overlap<T>(send, static_cast<std::size_t>(size()) * count, recv, count),
+                      "shardcast::host::reduce_scatter: recv overlaps send other than as this rank's block (in place: recv == send + "
+                      "rank * count); pass that block or a recv buffer outside send");
     publish<T>(detail::op_kind::reduce_scatter, count, send, recv, op);
     const std::size_t off = static_cast<std::size_t>(rank_) * count;
     const auto n = static_cast<std::size_t>(size());
@@ -455,7 +473,10 @@ class communicator {
   template <element_type T>
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
     require_group();
-    SHARDCAST_EXPECTS(send != recv || count == 0 || size() == 1, "shardcast::host::all_to_all: send and recv must not alias");
+    const std::size_t all = static_cast<std::size_t>(size()) * count;
+    SHARDCAST_EXPECTS(!detail::overlap<T>(send, all, recv, all) || (send == recv && size() == 1),
+                      "shardcast::host::all_to_all: send and recv overlap; all_to_all has no in-place form, pass two buffers that do not "
+                      "overlap");
     publish<T>(detail::op_kind::all_to_all, count, send, recv);
     const auto n = static_cast<std::size_t>(size());
     if (collective_eager<T>(count, n)) {
@@ -476,6 +497,8 @@ class communicator {
   template <element_type T>
   void all_to_allv(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, T* recv,
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
+    require_group();
+    expect_disjoint_v(send, send_counts, send_displs, recv, recv_counts, recv_displs);
     publish<T>(detail::op_kind::all_to_allv, 0, send, recv);
     auto& me = at(rank_);
     me.send_counts = send_counts;
@@ -529,6 +552,34 @@ class communicator {
       copy(recv + recv_displs[q], static_cast<const T*>(sq.send) + sq.send_displs[rank_], recv_counts[q], st);
     }
     g_->barrier_after_reads();
+  }
+
+  /// all_to_allv has no in-place form: throws unless every chunk this rank sends is disjoint
+  /// from every chunk it receives (chunks of zero elements aside). The spans of the two sets
+  /// are compared first; only spans that overlap need the chunks compared pairwise.
+  template <class T>
+  void expect_disjoint_v(const T* send, const std::size_t* send_counts, const std::size_t* send_displs, const T* recv,
+                         const std::size_t* recv_counts, const std::size_t* recv_displs) const {
+    const auto n = static_cast<std::size_t>(size());
+    auto span = [n](const std::size_t* counts, const std::size_t* displs) {
+      std::size_t lo = static_cast<std::size_t>(-1), hi = 0;
+      for (std::size_t q = 0; q < n; ++q)
+        if (counts[q] > 0) {
+          lo = std::min(lo, displs[q]);
+          hi = std::max(hi, displs[q] + counts[q]);
+        }
+      return std::pair<std::size_t, std::size_t>{lo, hi > lo ? hi - lo : 0};
+    };
+    const auto [slo, sn] = span(send_counts, send_displs);
+    const auto [rlo, rn] = span(recv_counts, recv_displs);
+    if (sn == 0 || rn == 0 || !detail::overlap<T>(send + slo, sn, recv + rlo, rn)) return;
+    for (std::size_t p = 0; p < n; ++p)
+      for (std::size_t q = 0; q < n; ++q)
+        if (detail::overlap<T>(send + send_displs[p], send_counts[p], recv + recv_displs[q], recv_counts[q]))
+          throw layout_error("shardcast::host::all_to_allv: the chunk for rank " + std::to_string(p) + " (send + " +
+                             std::to_string(send_displs[p]) + ", " + std::to_string(send_counts[p]) + " elements) overlaps the chunk from rank " +
+                             std::to_string(q) + " (recv + " + std::to_string(recv_displs[q]) + ", " + std::to_string(recv_counts[q]) +
+                             " elements); all_to_allv has no in-place form, pass send and receive chunks that do not overlap");
   }
 
   /// A broadcast within the group's eager limit (detail::eager_limit) goes through its queue of
@@ -998,8 +1049,7 @@ void run(int nranks, F&& f, options opt = {}) {
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
   world->set_waits(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks, detail::eager_limit(nranks));
-  std::exception_ptr first;
-  std::mutex first_m;
+  shardcast::detail::run_failure failure;
   // Ranks start spread over the CPUs (see spread_start).
   const int cpu0 = nranks > 1 ? shardcast::detail::current_cpu() : -1;
   auto body = [&](int r) {
@@ -1008,16 +1058,11 @@ void run(int nranks, F&& f, options opt = {}) {
       communicator c(group, r);
       f(c);
     } catch (const std::exception& e) {
-      {
-        std::lock_guard lk(first_m);
-        if (!first) first = std::current_exception();
-      }
+      // Record first, then abort: the peers' comm_errors must not come before the cause.
+      failure.record_current(failure.is_abandoned(e));
       world->abort("rank " + std::to_string(r) + " failed: " + e.what());
     } catch (...) {
-      {
-        std::lock_guard lk(first_m);
-        if (!first) first = std::current_exception();
-      }
+      failure.record_current(false);
       world->abort("rank " + std::to_string(r) + " failed with a non-standard exception");
     }
   };
@@ -1026,7 +1071,7 @@ void run(int nranks, F&& f, options opt = {}) {
   for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
   body(0);
   for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  if (failure.first) std::rethrow_exception(failure.first);
   std::string undelivered = group->undelivered();
   group.reset();
   if (undelivered.empty()) {

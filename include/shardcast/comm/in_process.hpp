@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +48,33 @@ struct channel_sync {
       cv.notify_all();
     }
   }
+};
+
+/// What a rank of an in-process run throws when it stops waiting because the run aborted (a
+/// peer failed or timed out): a comm_error caused by another rank's failure, not a cause of
+/// its own. The runs (host::run, p2p::run) rethrow a cause in preference to it.
+class abandoned_error : public comm_error {
+ public:
+  using comm_error::comm_error;
+};
+
+/// The exception an in-process run rethrows once its threads have ended: the first one
+/// recorded that is not an abandoned_error, else the first abandoned_error. (A rank that
+/// times out aborts the run before its own exception reaches the run, so a peer it woke may
+/// record its abandoned_error first.)
+struct run_failure {
+  std::mutex m;
+  std::exception_ptr first;
+  bool abandoned = false;  ///< `first` is an abandoned_error
+  /// Records the exception being handled (call inside a catch block).
+  void record_current(bool is_abandoned) {
+    std::lock_guard lk(m);
+    if (!first || (abandoned && !is_abandoned)) {
+      first = std::current_exception();
+      abandoned = is_abandoned;
+    }
+  }
+  static bool is_abandoned(const std::exception& e) { return dynamic_cast<const abandoned_error*>(&e) != nullptr; }
 };
 
 /// State shared by every rank of one run: the abort flag, the timeout, and the groups
@@ -95,7 +123,7 @@ struct in_process_group {
   in_process_group& operator=(const in_process_group&) = delete;
 
   [[noreturn]] void throw_aborted(const char* where) {
-    throw comm_error(std::string(backend) + ": " + where + " abandoned: " + world->why());
+    throw abandoned_error(std::string(backend) + ": " + where + " abandoned: " + world->why());
   }
   /// Throws comm_error if the world has aborted (a peer failed or timed out). `order`:
   /// relaxed where the caller only needs to learn of the failure, not read what a peer wrote

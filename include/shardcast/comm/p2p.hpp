@@ -504,8 +504,7 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   world->set_waits(nranks);
   auto group = std::make_shared<detail::group_state>(world, nranks);
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
-  std::mutex m;
-  std::exception_ptr first;
+  shardcast::detail::run_failure failure;
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
@@ -517,22 +516,16 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
         f(c);
       } catch (const std::exception& e) {
         // Record first, then abort: the peers' comm_errors must not come before the cause.
-        {
-          std::lock_guard lk(m);
-          if (!first) first = std::current_exception();
-        }
+        failure.record_current(failure.is_abandoned(e));
         world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
       } catch (...) {
-        {
-          std::lock_guard lk(m);
-          if (!first) first = std::current_exception();
-        }
+        failure.record_current(false);
         world->abort("rank " + std::to_string(r) + " failed");
       }
     });
   }
   for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  if (failure.first) std::rethrow_exception(failure.first);
 }
 
 }  // namespace shardcast::p2p

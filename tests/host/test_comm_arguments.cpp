@@ -1,0 +1,193 @@
+// Host backend argument checks that concern the buffers themselves: send and receive
+// buffers that overlap other than in the in-place forms MPI allows (which the host backend
+// would read while a peer writes them: wrong values, no error) are refused; in-place and
+// disjoint calls still give the single-rank reference. And which exception host::run
+// rethrows when a rank times out: the timeout, not a peer's "abandoned" error it caused.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <shardcast/comm/host.hpp>
+#include <string>
+#include <vector>
+
+namespace sc = shardcast;
+
+namespace {
+/// Runs f on n ranks (each rank's outcome: "" or what it threw) with a short timeout.
+template <class F>
+std::vector<std::string> outcomes(int n, F f) {
+  std::vector<std::string> out(static_cast<std::size_t>(n));
+  std::mutex mu;
+  sc::host::run(
+      n,
+      [&](sc::host::communicator& c) {
+        std::string what;
+        try {
+          f(c);
+        } catch (const sc::layout_error& e) {
+          what = std::string("layout_error: ") + e.what();
+        } catch (const std::exception& e) {
+          what = std::string("other: ") + e.what();
+        }
+        std::lock_guard lk(mu);
+        out[static_cast<std::size_t>(c.rank())] = what;
+      },
+      sc::host::options{std::chrono::milliseconds(5000)});
+  return out;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// Rank r's element i of a chunk meant for rank q: distinct for every (r, q, i).
+double value(int r, int q, std::size_t i) { return 1000.0 * r + 100.0 * q + static_cast<double>(i); }
+}  // namespace
+
+TEST_CASE("all_to_allv refuses send and receive chunks that overlap, on both sides of the eager limit") {
+  for (const std::size_t per : {std::size_t{4}, std::size_t{1000}}) {  // 32 B and 8 KB per peer
+    CAPTURE(per);
+    // In place (the reviewer's case: above the eager limit it returned wrong values).
+    auto got = outcomes(2, [&](sc::host::communicator& c) {
+      std::vector<double> buf(2 * per);
+      std::vector<std::size_t> counts(2, per), displs{0, per};
+      c.all_to_allv(buf.data(), counts.data(), displs.data(), buf.data(), counts.data(), displs.data());
+    });
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      CHECK(contains(got[r], "layout_error: shardcast::host::all_to_allv: the chunk for rank 0 (send + 0, " + std::to_string(per) +
+                                 " elements) overlaps the chunk from rank 0 (recv + 0, " + std::to_string(per) +
+                                 " elements); all_to_allv has no in-place form"));
+    }
+    // Partly: the receive chunks start one element into the send buffer's last chunk.
+    got = outcomes(2, [&](sc::host::communicator& c) {
+      std::vector<double> buf(4 * per);
+      std::vector<std::size_t> counts(2, per), displs{0, per};
+      c.all_to_allv(buf.data(), counts.data(), displs.data(), buf.data() + 2 * per - 1, counts.data(), displs.data());
+    });
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      CHECK(contains(got[r], "layout_error: shardcast::host::all_to_allv: the chunk for rank 1"));
+    }
+  }
+}
+
+TEST_CASE("all_to_allv with send and receive chunks interleaved in one buffer, but disjoint, matches the reference") {
+  // Each rank's buffer holds, per peer q, the chunk it sends to q at [4q, 4q + 2) and the
+  // chunk it receives from q at [4q + 2, 4q + 4): the spans overlap, the chunks do not.
+  for (const int n : {2, 3}) {
+    CAPTURE(n);
+    std::mutex mu;
+    std::vector<std::string> bad;
+    sc::host::run(n, [&](sc::host::communicator& c) {
+      const auto un = static_cast<std::size_t>(n);
+      std::vector<double> buf(4 * un, -1.0);
+      std::vector<std::size_t> counts(un, 2), sdispl(un), rdispl(un);
+      for (std::size_t q = 0; q < un; ++q) {
+        sdispl[q] = 4 * q;
+        rdispl[q] = 4 * q + 2;
+        for (std::size_t i = 0; i < 2; ++i) buf[4 * q + i] = value(c.rank(), static_cast<int>(q), i);
+      }
+      c.all_to_allv(buf.data(), counts.data(), sdispl.data(), buf.data(), counts.data(), rdispl.data());
+      for (std::size_t q = 0; q < un; ++q)
+        for (std::size_t i = 0; i < 2; ++i)
+          if (buf[4 * q + 2 + i] != value(static_cast<int>(q), c.rank(), i) || buf[4 * q + i] != value(c.rank(), static_cast<int>(q), i)) {
+            std::lock_guard lk(mu);
+            bad.push_back("rank " + std::to_string(c.rank()) + ": wrong value from or for rank " + std::to_string(q));
+          }
+    });
+    for (const auto& b : bad) FAIL_CHECK(b);
+  }
+}
+
+TEST_CASE("all_reduce, all_gather, reduce_scatter and all_to_all refuse buffers that overlap other than in place") {
+  const std::size_t count = 600;  // above the eager limit: the peers' buffers are read directly
+  struct call {
+    const char* name;
+    const char* message;
+    void (*run)(sc::host::communicator&, std::vector<double>&, std::size_t);
+  };
+  const call calls[] = {
+      {"all_reduce", "shardcast::host::all_reduce: send and recv overlap without being the same buffer",
+       [](sc::host::communicator& c, std::vector<double>& b, std::size_t k) { c.all_reduce(b.data(), b.data() + 1, k, sc::reduce_op::sum); }},
+      {"all_gather", "shardcast::host::all_gather: send overlaps recv other than as this rank's block",
+       [](sc::host::communicator& c, std::vector<double>& b, std::size_t k) { c.all_gather(b.data() + 1, b.data(), k); }},
+      {"reduce_scatter", "shardcast::host::reduce_scatter: recv overlaps send other than as this rank's block",
+       [](sc::host::communicator& c, std::vector<double>& b, std::size_t k) { c.reduce_scatter(b.data(), b.data() + 1, k, sc::reduce_op::sum); }},
+      {"all_to_all", "shardcast::host::all_to_all: send and recv overlap; all_to_all has no in-place form",
+       [](sc::host::communicator& c, std::vector<double>& b, std::size_t k) { c.all_to_all(b.data(), b.data() + 3, k); }},
+  };
+  for (const call& k : calls) {
+    CAPTURE(k.name);
+    const auto got = outcomes(2, [&](sc::host::communicator& c) {
+      std::vector<double> buf(8 * count);
+      k.run(c, buf, count);
+    });
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      CHECK(contains(got[r], std::string("layout_error: ") + k.message));
+    }
+  }
+}
+
+TEST_CASE("the in-place forms stay allowed and match the reference") {
+  const std::size_t count = 600;
+  std::mutex mu;
+  std::vector<std::string> bad;
+  sc::host::run(3, [&](sc::host::communicator& c) {
+    auto fail = [&](const std::string& what) {
+      std::lock_guard lk(mu);
+      bad.push_back("rank " + std::to_string(c.rank()) + ": " + what);
+    };
+    const auto r = static_cast<std::size_t>(c.rank());
+    std::vector<double> a(count);
+    for (std::size_t i = 0; i < count; ++i) a[i] = value(c.rank(), 0, i);
+    c.all_reduce(a.data(), a.data(), count, sc::reduce_op::sum);
+    for (std::size_t i = 0; i < count; ++i)
+      if (a[i] != value(0, 0, i) + value(1, 0, i) + value(2, 0, i)) return fail("all_reduce in place");
+    std::vector<double> g(3 * count);
+    for (std::size_t i = 0; i < count; ++i) g[r * count + i] = value(c.rank(), 0, i);
+    c.all_gather(g.data() + r * count, g.data(), count);
+    for (std::size_t q = 0; q < 3; ++q)
+      for (std::size_t i = 0; i < count; ++i)
+        if (g[q * count + i] != value(static_cast<int>(q), 0, i)) return fail("all_gather in place");
+    std::vector<double> s(3 * count);
+    for (std::size_t q = 0; q < 3; ++q)
+      for (std::size_t i = 0; i < count; ++i) s[q * count + i] = value(c.rank(), static_cast<int>(q), i);
+    c.reduce_scatter(s.data(), s.data() + r * count, count, sc::reduce_op::sum);
+    for (std::size_t i = 0; i < count; ++i)
+      if (s[r * count + i] != value(0, c.rank(), i) + value(1, c.rank(), i) + value(2, c.rank(), i)) return fail("reduce_scatter in place");
+  });
+  for (const auto& b : bad) FAIL_CHECK(b);
+}
+
+TEST_CASE("host::run rethrows a rank's timeout, not the abandoned errors of the peers it woke") {
+  // Rank 3 returns at once; the others time out in an all_reduce. The first rank to time
+  // out aborts the run before its exception reaches run(), so a woken peer's "abandoned"
+  // comm_error could get there first. Over many runs, run() must always rethrow a timeout.
+  int abandoned = 0, timed_out = 0, other = 0;
+  for (int i = 0; i < 30; ++i) {
+    try {
+      sc::host::run(
+          4,
+          [](sc::host::communicator& c) {
+            if (c.rank() == 3) return;
+            double x = 1, y = 0;
+            c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+          },
+          sc::host::options{std::chrono::milliseconds(20)});
+      ++other;
+    } catch (const sc::comm_error& e) {
+      const std::string what = e.what();
+      if (contains(what, "abandoned")) ++abandoned;
+      else if (contains(what, "timed out")) ++timed_out;
+      else ++other;
+    }
+  }
+  CHECK(abandoned == 0);
+  CHECK(other == 0);
+  CHECK(timed_out == 30);
+}
