@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <shardcast/comm/communicator.hpp>
@@ -219,34 +220,41 @@ inline counts counts_for(coll c, std::size_t bytes, std::size_t elem, int n) {
 }
 
 /// Deterministic input of rank r, element i: small positive integers (1 to 5), so every
-/// reduction over a few ranks is exact in every supported type, drawn from a hash of (r, i)
-/// so that no two ranks, and no two blocks of a rank, hold the same sequence: a result
-/// that takes one rank's data or one block for another differs from the reference.
+/// sum over a few ranks is exact in every supported type, drawn from a hash of (r, i) so
+/// that no two ranks, and no two blocks of a rank, hold the same sequence: a result that
+/// takes one rank's data or one block for another differs from the reference. For a
+/// floating-point product the values are 1, 2 or 4 instead: powers of two multiply exactly
+/// in any order until the exponent overflows (5^11 already rounds in float, and a backend
+/// that multiplies in another order than the reference would differ in the last bits).
 template <class T>
-inline T input_value(int r, std::size_t i) {
+inline T input_value(int r, std::size_t i, reduce_op op = reduce_op::sum) {
   std::uint64_t z = (static_cast<std::uint64_t>(r) << 40) ^ static_cast<std::uint64_t>(i);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;  // splitmix64's finaliser
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   z ^= z >> 31;
+  if (std::is_floating_point_v<T> && op == reduce_op::prod) return static_cast<T>(std::uint64_t{1} << (z % 3));
   return static_cast<T>(1 + z % 5);
 }
 
+/// Rank r's input for a run of reduce op `op` (the op matters for a floating-point product).
 template <class T>
-inline void fill_input(T* p, std::size_t n, int r) {
-  for (std::size_t i = 0; i < n; ++i) p[i] = input_value<T>(r, i);
+inline void fill_input(T* p, std::size_t n, int r, reduce_op op) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = input_value<T>(r, i, op);
 }
 
 /// Expected element i of rank `me`'s output, computed from every rank's input alone.
+/// Integer sums and products wrap, as the backends' do.
 template <class T>
 inline T expected(coll c, reduce_op op, int n, int root, int me, const counts& k, std::size_t i) {
+  auto in = [op](int r, std::size_t j) { return input_value<T>(r, j, op); };
   auto reduce_at = [&](std::size_t j) {
-    T acc = input_value<T>(0, j);
+    T acc = in(0, j);
     for (int q = 1; q < n; ++q) {
-      const T x = input_value<T>(q, j);
+      const T x = in(q, j);
       switch (op) {
         case reduce_op::sum:
-        case reduce_op::avg: acc = static_cast<T>(acc + x); break;
-        case reduce_op::prod: acc = static_cast<T>(acc * x); break;
+        case reduce_op::avg: acc = shardcast::detail::wrapping_add(acc, x); break;
+        case reduce_op::prod: acc = shardcast::detail::wrapping_mul(acc, x); break;
         case reduce_op::max: acc = std::max(acc, x); break;
         case reduce_op::min: acc = std::min(acc, x); break;
       }
@@ -257,13 +265,13 @@ inline T expected(coll c, reduce_op op, int n, int root, int me, const counts& k
   switch (c) {
     case coll::all_reduce: return reduce_at(i);
     case coll::reduce_scatter: return reduce_at(static_cast<std::size_t>(me) * k.arg + i);
-    case coll::all_gather: return input_value<T>(static_cast<int>(i / k.arg), i % k.arg);
+    case coll::all_gather: return in(static_cast<int>(i / k.arg), i % k.arg);
     case coll::all_to_all: {
       const std::size_t q = i / k.arg;  // the sender
-      return input_value<T>(static_cast<int>(q), static_cast<std::size_t>(me) * k.arg + i % k.arg);
+      return in(static_cast<int>(q), static_cast<std::size_t>(me) * k.arg + i % k.arg);
     }
-    case coll::broadcast: return input_value<T>(root, i);
-    case coll::sendrecv: return input_value<T>((me + n - 1) % n, i);
+    case coll::broadcast: return in(root, i);
+    case coll::sendrecv: return in((me + n - 1) % n, i);
   }
   return T{};
 }

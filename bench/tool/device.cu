@@ -102,10 +102,10 @@ void run_size(Comm& comm, const options& o, std::size_t bytes, cudaStream_t s, s
   dbuf<T> send(k.send), recv(k.recv);
   std::vector<T> hsend(k.send), hrecv(k.recv);
   auto upload = [&] {
-    fill_input(hsend.data(), k.send, me);
+    fill_input(hsend.data(), k.send, me, o.op);
     SHARDCAST_CUDA_TRY(cudaMemcpyAsync(send.p, hsend.data(), k.send * sizeof(T), cudaMemcpyHostToDevice, s));
     if (o.op_kind == coll::broadcast) {
-      fill_input(hrecv.data(), k.recv, me);
+      fill_input(hrecv.data(), k.recv, me, o.op);
       SHARDCAST_CUDA_TRY(cudaMemcpyAsync(recv.p, hrecv.data(), k.recv * sizeof(T), cudaMemcpyHostToDevice, s));
     } else {
       SHARDCAST_CUDA_TRY(cudaMemsetAsync(recv.p, 0, k.recv * sizeof(T), s));

@@ -103,7 +103,7 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
   auto recv_buf = make_buffer<T>(ip ? 0 : k.recv);
   T* const send = send_buf.get() + (ip ? pl.send_off : 0);
   T* const recv = ip ? send_buf.get() + pl.recv_off : recv_buf.get();
-  bn::fill_input(send, k.send, me);
+  bn::fill_input(send, k.send, me, o.op);
   auto once = [&] {
     switch (o.op_kind) {
       case bn::coll::all_reduce: comm.all_reduce(send, recv, k.arg, o.op); break;
@@ -114,7 +114,7 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
       case bn::coll::sendrecv: bn::ring_sendrecv(comm, send, recv, k.arg); break;
     }
   };
-  if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me);
+  if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me, o.op);
   bn::warm_up(o, once, [&](double ms) {
     double most = 0;
     comm.all_reduce(&ms, &most, 1, sc::reduce_op::max);
@@ -136,8 +136,8 @@ row run_size(Comm& comm, const bn::options& o, std::size_t bytes) {
   if (o.check) {
     // Fresh inputs (broadcast, and in-place calls, overwrote them), one more call, then compare.
     if (ip) std::memset(static_cast<void*>(send_buf.get()), 0, pl.size * sizeof(T));  // all_gather: the chunks others write
-    bn::fill_input(send, k.send, me);
-    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me);
+    bn::fill_input(send, k.send, me, o.op);
+    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv, k.recv, me, o.op);
     else if (!ip) std::memset(static_cast<void*>(recv), 0, k.recv * sizeof(T));
     once();
     std::int64_t w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, recv);

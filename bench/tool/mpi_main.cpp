@@ -65,7 +65,7 @@ int run(const bn::options& o, int n, int me) {
     std::vector<T> send(ip ? pl.size : (k.send ? k.send : 1)), recv(ip ? 1 : (k.recv ? k.recv : 1));
     T* const in = send.data() + (ip ? pl.send_off : 0);      // this rank's input
     T* const out = ip ? send.data() : recv.data();            // its result
-    bn::fill_input(in, k.send, me);
+    bn::fill_input(in, k.send, me, o.op);
     const int c = static_cast<int>(k.arg);
     auto once = [&] {
       switch (o.op_kind) {
@@ -88,7 +88,7 @@ int run(const bn::options& o, int n, int me) {
           break;
       }
     };
-    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
+    if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me, o.op);
     bn::warm_up(o, once, [](double ms) {
       double most = 0;
       MPI_Allreduce(&ms, &most, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -108,8 +108,8 @@ int run(const bn::options& o, int n, int me) {
     std::int64_t wrong = 0, w = 0;
     if (o.check) {
       if (ip) std::fill(send.begin(), send.end(), T{});
-      bn::fill_input(in, k.send, me);
-      if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me);
+      bn::fill_input(in, k.send, me, o.op);
+      if (o.op_kind == bn::coll::broadcast) bn::fill_input(recv.data(), k.recv, me, o.op);
       else if (!ip) std::fill(recv.begin(), recv.end(), T{});
       once();
       w = bn::count_wrong<T>(o.op_kind, o.op, n, o.root, me, k, out);
