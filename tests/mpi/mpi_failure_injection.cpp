@@ -9,11 +9,15 @@
 //   throw_during     rank 1 throws while the others are inside a redistribute
 //   count_mismatch   rank 1 passes a larger all_gather count; MPI reports it on some ranks
 //   extent_mismatch  rank 0 passes other global extents to distribute
+//   count_mismatch_checked  rank 1 passes a larger all_reduce count (100000 floats
+//                    against 50000, where OpenMPI may write past the smaller buffers and
+//                    hang) with shardcast::mpi::check_calls on: every rank throws first
 #include <mpi.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -53,6 +57,19 @@ int main(int argc, char** argv) {
       std::vector<int> a(n, me), all(8 * static_cast<std::size_t>(p));
       comm.all_gather(a.data(), all.data(), n);
       comm.barrier();  // a rank that MPI did not tell waits here until the job is aborted
+    } else if (mode == "count_mismatch_checked") {
+      sc::mpi::check_calls = true;
+      std::vector<float> a(me == 1 ? 100000 : 50000, 1.0f);
+      try {
+        comm.all_reduce(a.data(), a.data(), a.size(), sc::reduce_op::sum);
+      } catch (const sc::comm_error& e) {
+        // Every rank throws (none waits): rank 0 reports it, the others end quietly once
+        // every rank has caught it.
+        comm.barrier();
+        if (me == 0) throw;
+        MPI_Finalize();
+        std::exit(0);
+      }
     } else if (mode == "extent_mismatch") {
       auto m = sc::make_mesh(comm, std::array<int, 1>{p});
       const std::int64_t rows = me == 0 ? 6 : 4;

@@ -235,3 +235,38 @@ TEST_CASE("mpi errors become comm_error with MPI's message") {
     CHECK(what.find(mpi_text) != std::string::npos);
   }
 }
+
+TEST_CASE("mpi check_calls: matching calls run as without it; a differing count throws on every rank before any data moves") {
+  auto c = world();
+  const int p = c.size(), me = c.rank();
+  const bool was = sc::mpi::check_calls;
+  sc::mpi::check_calls = true;
+  const std::size_t n = 6;
+  std::vector<double> in(n), out(n), all(n * static_cast<std::size_t>(p));
+  for (std::size_t i = 0; i < n; ++i) in[i] = input<double>(me, i);
+  c.all_reduce(in.data(), out.data(), n, sc::reduce_op::max);
+  for (std::size_t i = 0; i < n; ++i) CHECK(out[i] == reference<double>(p, i, sc::reduce_op::max));
+  c.all_gather(in.data(), all.data(), n);
+  for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i] == input<double>(static_cast<int>(i / n), i % n));
+  std::vector<double> b(n, me == 0 ? 7.0 : 0.0);
+  c.broadcast(b.data(), n, 0);
+  CHECK(b == std::vector<double>(n, 7.0));
+  if (p > 1) {
+    // Rank 0 asks for one element more, and the last rank for another root: every rank throws.
+    std::vector<double> x(n + 1, 1.0);
+    std::string what;
+    try {
+      c.broadcast(x.data(), me == 0 ? n + 1 : n, me == p - 1 ? 1 % p : 0);
+    } catch (const sc::comm_error& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find("the ranks' calls differ") != std::string::npos);
+    CHECK(what.find("rank 0: broadcast(count=" + std::to_string(n + 1) + ", double, root=0)") != std::string::npos);
+    CHECK(what.find("rank " + std::to_string(p - 1) + ": broadcast(count=" + std::to_string(n) + ", double, root=" + std::to_string(1 % p) + ")") !=
+          std::string::npos);
+    CHECK(x[n] == 1.0);  // nothing was received
+  }
+  c.barrier();
+  sc::mpi::check_calls = was;
+}

@@ -14,6 +14,16 @@
 /// of at most INT_MAX elements at a time, so its counts and displacements are never
 /// narrowed to `int`.
 ///
+/// Checked calls: MPI does not reliably report ranks that pass different counts (or element
+/// types, ops, roots, or different collectives) to one call; OpenMPI may report
+/// MPI_ERR_TRUNCATE on some ranks, wait forever, or, for large counts, write past the
+/// smaller buffers. With `shardcast::mpi::check_calls` on (the environment variable
+/// SHARDCAST_MPI_CHECK_CALLS=1, or set by the program on every rank), every collective
+/// first gathers each rank's (collective, element type, count, op, root) in one small
+/// MPI_Allgather and, if they differ, throws comm_error on every rank listing each rank's
+/// call, before any data moves. It costs one extra small collective per call: a debugging
+/// aid, off by default.
+///
 /// Failures: `shardcast::mpi::run(f)` runs `f` on MPI_COMM_WORLD and turns an exception on
 /// any rank into a message on stderr and `MPI_Abort`, so peers blocked in a collective
 /// are terminated instead of waiting forever (MPI's failure model: the whole job ends
@@ -31,6 +41,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -38,6 +49,14 @@
 #include "communicator.hpp"
 
 namespace shardcast::mpi {
+
+/// Compare every collective's arguments across the ranks before running it (see the file
+/// comment). Every rank must use the same value. Initialised from the environment variable
+/// SHARDCAST_MPI_CHECK_CALLS (on unless unset, empty or "0").
+inline bool check_calls = [] {
+  const char* v = std::getenv("SHARDCAST_MPI_CHECK_CALLS");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}();
 
 namespace detail {
 
@@ -178,6 +197,7 @@ class communicator {
   void all_reduce(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator
+    check_call<T>(call::all_reduce, count, op);
     // Always MPI_IN_PLACE, which the standard asks of every process of a call or of none:
     // a rank that calls out of place copies its input into recv first (as MPI's own
     // algorithms do), so ranks that run in place and ranks that do not can meet in one call
@@ -199,6 +219,7 @@ class communicator {
   void all_gather(const T* send, T* recv, std::size_t count, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator, whose size is 0
+    check_call<T>(call::all_gather, count);
     const auto p = static_cast<std::size_t>(size_);
     const bool inplace = send == recv + static_cast<std::size_t>(rank_) * count;
     if (count <= detail::limit() / p) {
@@ -221,6 +242,7 @@ class communicator {
   void reduce_scatter(const T* send, T* recv, std::size_t count, reduce_op op, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator, whose size is 0
+    check_call<T>(call::reduce_scatter, count, op);
     const auto p = static_cast<std::size_t>(size_);
     if (count <= detail::limit() / p) {
       const int n = detail::to_int(count);
@@ -252,6 +274,7 @@ class communicator {
   void all_to_all(const T* send, T* recv, std::size_t count, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     (void)c();  // throws on the null communicator, whose size is 0
+    check_call<T>(call::all_to_all, count);
     const auto p = static_cast<std::size_t>(size_);
     if (count <= detail::limit() / p) {
       const int n = detail::to_int(count);
@@ -279,6 +302,7 @@ class communicator {
                    const std::size_t* recv_counts, const std::size_t* recv_displs, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
     const MPI_Comm comm = c();
+    check_call<T>(call::all_to_allv, 0);  // (each pair's count is checked as it arrives)
     if (send_counts[rank_] != recv_counts[rank_])
       throw comm_error("shardcast::mpi::all_to_allv: rank " + std::to_string(rank_) + " sends itself " + std::to_string(send_counts[rank_]) +
                        " elements but expects " + std::to_string(recv_counts[rank_]));
@@ -339,6 +363,8 @@ class communicator {
   template <element_type T>
   void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
     const MPI_Datatype dt = detail::datatype<T>();
+    (void)c();  // throws on the null communicator
+    check_call<T>(call::broadcast, count, reduce_op::sum, root);
     std::size_t off = 0;
     do {
       const std::size_t n = std::min(count - off, detail::limit());
@@ -432,6 +458,58 @@ class communicator {
 
  private:
   static constexpr int tag = 0x5c;
+
+  enum class call : std::int64_t { all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast };
+  static const char* name(call k) {
+    switch (k) {
+      case call::all_reduce: return "all_reduce";
+      case call::all_gather: return "all_gather";
+      case call::reduce_scatter: return "reduce_scatter";
+      case call::all_to_all: return "all_to_all";
+      case call::all_to_allv: return "all_to_allv";
+      case call::broadcast: return "broadcast";
+    }
+    return "?";
+  }
+
+  /// With check_calls: gathers every rank's (collective, element type, count, op, root) in
+  /// one MPI_Allgather and throws comm_error on every rank, listing each rank's call, if
+  /// they differ (op only for reductions, root only for broadcast).
+  template <class T>
+  void check_call(call k, std::size_t count, reduce_op op = reduce_op::sum, int root = 0) const {
+    if (!check_calls) return;
+    constexpr int w = 5;
+    const bool reduces = k == call::all_reduce || k == call::reduce_scatter;
+    const std::int64_t mine[w] = {static_cast<std::int64_t>(k), static_cast<std::int64_t>(dtype_of<std::remove_cv_t<T>>::value),
+                                  static_cast<std::int64_t>(count), reduces ? static_cast<std::int64_t>(op) : -1,
+                                  k == call::broadcast ? root : -1};
+    std::vector<std::int64_t> all(static_cast<std::size_t>(size_) * w);
+    SHARDCAST_MPI_TRY(MPI_Allgather(mine, w, MPI_INT64_T, all.data(), w, MPI_INT64_T, c()));
+    bool same = true;
+    for (std::size_t i = w; i < all.size() && same; ++i) same = all[i] == all[i % w];
+    if (same) return;
+    std::string msg = "shardcast::mpi: the ranks' calls differ (checked because shardcast::mpi::check_calls is on):";
+    for (int q = 0; q < size_; ++q) {
+      if (q == 16 && size_ > 17) {
+        msg += " ... (" + std::to_string(size_ - 16) + " ranks more)";
+        break;
+      }
+      const std::int64_t* v = all.data() + static_cast<std::size_t>(q) * w;
+      msg += std::string(q ? "; " : " ") + "rank " + std::to_string(q) + ": ";
+      if (v[0] < 0 || v[0] > static_cast<std::int64_t>(call::broadcast)) {
+        msg += "?";
+        continue;
+      }
+      const auto kq = static_cast<call>(v[0]);
+      msg += std::string(name(kq)) + "(";
+      if (kq != call::all_to_allv) msg += "count=" + std::to_string(v[2]) + ", ";
+      msg += to_string(static_cast<dtype>(v[1]));
+      if (v[3] >= 0) msg += std::string(", ") + to_string(static_cast<reduce_op>(v[3]));
+      if (v[4] >= 0) msg += ", root=" + std::to_string(v[4]);
+      msg += ")";
+    }
+    throw comm_error(msg);
+  }
 
   /// Receives a message of `count` elements that the sender split with detail::piece, one
   /// piece at a time, and checks it: a piece shorter than max_count ends the message, so a
