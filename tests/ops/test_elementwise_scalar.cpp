@@ -318,7 +318,7 @@ void scalar_forms(std::array<int, N> shape, std::array<std::int64_t, 2> e) {
       one("mul(c, x)", v_mul, [&](auto&& t) { return sc::mul(static_cast<T>(c_mul), std::forward<decltype(t)>(t)); }, g, r_mul);
       one("mul(x, c)", v_mul, [&](auto&& t) { return sc::mul(std::forward<decltype(t)>(t), c_mul); }, g, r_mul);
       // c + x: affine, nondecreasing; c once per term of a partial sum is refused
-      const std::string once = "on " + ax + ", so c would be added once per partial term";
+      const std::string once = "on " + ax + ", so c would enter the sum once per partial term";
       const verdict v_add{!part ? "" : sum ? once : !fp ? (avg ? int_mean : int_order) : "", l};
       one("add(c, x)", v_add, [&](auto&& t) { return sc::add(c_add, std::forward<decltype(t)>(t)); }, g, r_add);
       // c - x: affine, nonincreasing (max <-> min)
@@ -596,8 +596,8 @@ TEST_CASE("refusals of division and of the scalar-first forms name the operator,
     need("div(P(sum), P(sum))", msg([&] { return sc::div(ps, ps); }), {"on mesh axis 1 a is P(sum) and b is P(sum)"});
     need("div(x P(max), c)", msg([&] { return sc::div(pm, 2.0f); }), {"shardcast::div: layout \"S(0),P(max)\"", "on mesh axis 1 x is P(max)", "swaps max and min"});
     need("div(c, x P(avg))", msg([&] { return sc::div(1.0f, pa); }), {"shardcast::div: ", "on mesh axis 0 x is P(avg)", "a partial divisor is refused"});
-    need("sub(c, x P(sum))", msg([&] { return sc::sub(1.0f, ps); }), {"shardcast::sub: ", "on mesh axis 1, so c would be added once per partial term"});
-    need("add(c, x P(sum))", msg([&] { return sc::add(1.0f, ps); }), {"shardcast::add: ", "on mesh axis 1, so c would be added once per partial term"});
+    need("sub(c, x P(sum))", msg([&] { return sc::sub(1.0f, ps); }), {"shardcast::sub: ", "on mesh axis 1, so c would enter the sum once per partial term"});
+    need("add(c, x P(sum))", msg([&] { return sc::add(1.0f, ps); }), {"shardcast::add: ", "on mesh axis 1, so c would enter the sum once per partial term"});
     // mul(x, c) and mul(c, x) name mul, not scale (they share scale's checks)
     need("mul(x P(max), c)", msg([&] { return sc::mul(pm, 2.0f); }), {"shardcast::mul: layout \"S(0),P(max)\"", "partial<max|min|prod> terms"});
     need("mul(c, x P(max))", msg([&] { return sc::mul(2.0f, pm); }), {"shardcast::mul: layout \"S(0),P(max)\""});

@@ -705,7 +705,7 @@ TEST_CASE("add(x, c) and sub(x, c) of a partial sum say that c would be added on
         (void)(k == 0 ? sc::add(p, 1.0f) : sc::sub(p, 1.0f));
         bad.add(comm.rank(), "a shift of a partial sum was accepted");
       } catch (const sc::layout_error& e) {
-        if (std::string(e.what()).find("on mesh axis 1, so c would be added once per partial term") == std::string::npos)
+        if (std::string(e.what()).find("on mesh axis 1, so c would enter the sum once per partial term") == std::string::npos)
           bad.add(comm.rank(), e.what());
       }
     // mul(x, c): the product, on a partial sum too (scaling is linear), static and dynamic.

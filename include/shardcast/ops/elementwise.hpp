@@ -1406,7 +1406,8 @@ template <int Axis>
 struct scalar_shift_of_partial_sum_on_mesh_axis {
   static_assert(Axis != Axis,
                 "shardcast::add(x, c) / sub(x, c) / add(c, x) / sub(c, x): x is partial<sum> on the mesh axis named in "
-                "scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term (n times into the sum); "
+                "scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would enter the sum once per partial term (n times; for sub(c, x), "
+                "c - (x1 + x2) is not (c - x1) + (c - x2)); "
                 "redistribute x to replicate (all_reduce) or shard (reduce_scatter) on that axis first.");
 };
 /// The first mesh axis where `l` is partial<sum>, or -1.
@@ -1453,7 +1454,8 @@ auto shift_for(const char* who, const runtime_layout& l, S c) {
   if constexpr (is_dynamic_v<L>) {
     if (const int a = partial_sum_axis(l); a >= 0)
       throw layout_error(std::string(who) + ": layout \"" + to_string(l) + "\": x is partial<sum> on mesh axis " + std::to_string(a) +
-                         ", so c would be added once per partial term (n times into the sum); redistribute x to replicate "
+                         ", so c would enter the sum once per partial term (n times)" +
+                         (Form == shift_form::from ? ": c - (x1 + x2) is not (c - x1) + (c - x2)" : "") + "; redistribute x to replicate "
                          "(all_reduce) or shard (reduce_scatter) on that axis first");
     return f();
   } else {

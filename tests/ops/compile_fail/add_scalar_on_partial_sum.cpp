@@ -1,4 +1,4 @@
-// expect: scalar_shift_of_partial_sum_on_mesh_axis<0>.*static assertion failed: shardcast::add\(x, c\) / sub\(x, c\) / add\(c, x\) / sub\(c, x\): x is partial<sum> on the mesh axis named in scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term
+// expect: scalar_shift_of_partial_sum_on_mesh_axis<0>.*static assertion failed: shardcast::add\(x, c\) / sub\(x, c\) / add\(c, x\) / sub\(c, x\): x is partial<sum> on the mesh axis named in scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would enter the sum once per partial term
 // add(x, c) of a partial sum would add c once per term. The control: subtracting from a
 // partial<max> keeps it (x - c is nondecreasing in x).
 #include <shardcast/comm/host.hpp>

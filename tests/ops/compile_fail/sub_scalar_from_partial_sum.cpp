@@ -1,4 +1,4 @@
-// expect: scalar_shift_of_partial_sum_on_mesh_axis<1>.*static assertion failed: shardcast::add\(x, c\) / sub\(x, c\) / add\(c, x\) / sub\(c, x\): x is partial<sum> on the mesh axis named in scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would be added once per partial term
+// expect: scalar_shift_of_partial_sum_on_mesh_axis<1>.*static assertion failed: shardcast::add\(x, c\) / sub\(x, c\) / add\(c, x\) / sub\(c, x\): x is partial<sum> on the mesh axis named in scalar_shift_of_partial_sum_on_mesh_axis<Axis>, so c would enter the sum once per partial term
 // c - (x1 + x2) is not (c - x1) + (c - x2): c would be counted once per term. The control:
 // c - x of a partial<max> is a partial<min> (c - x is nonincreasing in x).
 #include <shardcast/comm/host.hpp>
