@@ -798,3 +798,36 @@ TEST_CASE_TEMPLATE("host small broadcasts run ahead of slow ranks, beyond the de
     });
   }
 }
+
+TEST_CASE("a small message that nobody receives is reported behind a withdrawn larger one") {
+  // Rank 0's sendrecv posts a larger message to rank 1, then its receive half throws (rank 1
+  // sent 8 floats, it expects 4) and withdraws it; rank 0 goes on and sends 3 floats, which
+  // rank 1 never receives. run() names that message (the withdrawn one comes first in the
+  // channel). With one message per channel the send would wait for the withdrawn one instead.
+  if constexpr (SHARDCAST_HOST_EAGER_BYTES >= 8 * sizeof(float) && SHARDCAST_HOST_SEND_DEPTH >= 2) {
+    constexpr std::size_t large = SHARDCAST_HOST_EAGER_BYTES / sizeof(float) + 1;
+    std::string caught, what;
+    try {
+      sc::host::run(2, [&](sc::host::communicator& c) {
+        if (c.rank() == 0) {
+          std::vector<float> big(large, 1.f), in(4);
+          try {
+            c.sendrecv(big.data(), large, 1, in.data(), 4, 1);
+          } catch (const sc::comm_error& e) {
+            caught = e.what();
+          }
+          const float x[3] = {1, 2, 3};
+          c.send(x, 3, 1);
+        } else {
+          const float y[8] = {};
+          c.send(y, 8, 0);
+        }
+      }, sc::host::options{std::chrono::milliseconds(10000)});
+    } catch (const sc::comm_error& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(caught.find("which sent 8 float") != std::string::npos, caught);
+    CHECK_MESSAGE(what.find("rank 0 sent 3 float to rank 1") != std::string::npos, what);
+    CHECK_MESSAGE(what.find("never received") != std::string::npos, what);
+  }
+}

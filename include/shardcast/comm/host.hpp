@@ -338,13 +338,14 @@ struct group_state : shardcast::detail::in_process_group {
       const channel* c = channels[static_cast<std::size_t>(i)].load(std::memory_order_acquire);
       if (!c) continue;
       const channel& ch = *c;
-      // (Every rank has ended: their counts are final.)
-      if (ch.sent == ch.taken) continue;
-      const p2p_entry& e = ch.ring[ch.taken % SHARDCAST_HOST_SEND_DEPTH];
-      if (e.large) continue;  // a larger send waited for its receive, and ended with an error
-      return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(e.count) + " " + to_string(e.type) +
-             " to rank " + std::to_string(i % size) + " (a communicator of size " + std::to_string(size) +
-             "), which never received them: a send without its recv";
+      // (Every rank has ended: their counts are final.) Every message not taken, in order.
+      for (std::uint64_t h = ch.taken; h != ch.sent; ++h) {
+        const p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
+        if (e.large) continue;  // a larger send waited for its receive, and ended with an error
+        return "shardcast::host: rank " + std::to_string(i / size) + " sent " + std::to_string(e.count) + " " + to_string(e.type) +
+               " to rank " + std::to_string(i % size) + " (a communicator of size " + std::to_string(size) +
+               "), which never received them: a send without its recv";
+      }
     }
     for (int i = 0; i < SHARDCAST_HOST_BCAST_DEPTH; ++i) {
       const bcast_entry& e = bq[static_cast<std::size_t>(i)];
