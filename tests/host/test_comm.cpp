@@ -1,6 +1,7 @@
 // Host backend collectives against a single-rank reference computed from every rank's input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -796,6 +797,72 @@ TEST_CASE_TEMPLATE("host small broadcasts run ahead of slow ranks, beyond the de
       }
       c.barrier();
     });
+  }
+}
+
+TEST_CASE("broadcasts on different sides of the eager limit (another count or type) name both calls on every waiting rank, at once") {
+  // The root of a broadcast within the eager limit queues its data and returns; a rank whose
+  // call (another count, or another type of the same count) is over the limit meets its
+  // peers at the slots. Each side finds the other's record: every rank that waits throws
+  // comm_error naming the root's call and its own, long before the timeout. A queued root
+  // has returned already, and a rank whose call matches it takes its data and returns.
+  struct call {
+    std::size_t count;
+    bool dbl;  // double, else float
+  };
+  const auto text = [](call k) { return "count=" + std::to_string(k.count) + ", " + (k.dbl ? "double" : "float"); };
+  for (int n : {2, 3}) {
+    const std::size_t limit = sc::host::detail::eager_limit(n);
+    const bool queues = SHARDCAST_HOST_BCAST_DEPTH > 0 && limit > 0;
+    const auto queued = [&](call k) { return queues && k.count * (k.dbl ? sizeof(double) : sizeof(float)) <= limit; };
+    const std::size_t small = 1, large = limit / sizeof(float) + 1, same = std::max<std::size_t>(1, limit / sizeof(float));
+    // Each case: the root's (rank 0's) call, rank 1's, and rank 2's.
+    const std::vector<std::vector<call>> cases = {
+        {{small, false}, {large, false}, {large, false}},  // a root that queues, others over the limit
+        {{large, false}, {small, false}, {small, false}},  // a direct root, others within the limit
+        {{same, false}, {same, true}, {same, true}},       // float within the limit, double over it
+        {{same, true}, {same, false}, {same, false}},      // and the other way round
+        {{small, false}, {small, false}, {large, false}},  // (3 ranks) one that takes the root's data, one over the limit
+        {{large, false}, {large, false}, {small, false}},  // (3 ranks) one that meets the root, one within the limit
+    };
+    for (const auto& calls : cases) {
+      bool differ = false;  // (not so for the 3-rank cases on 2 ranks, nor where the limit is 0)
+      for (int r = 1; r < n; ++r) differ = differ || calls[static_cast<std::size_t>(r)].count != calls[0].count || calls[static_cast<std::size_t>(r)].dbl != calls[0].dbl;
+      if (!differ) continue;
+      CAPTURE(n);
+      CAPTURE(text(calls[0]));
+      CAPTURE(text(calls[1]));
+      std::vector<std::string> what(static_cast<std::size_t>(n));
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        sc::host::run(n, [&](sc::host::communicator& c) {
+          const call k = calls[static_cast<std::size_t>(c.rank())];
+          std::vector<float> f(k.count, 1.f);
+          std::vector<double> d(k.count, 1.0);
+          try {
+            if (k.dbl) c.broadcast(d.data(), k.count, 0);
+            else c.broadcast(f.data(), k.count, 0);
+          } catch (const sc::comm_error& e) {
+            what[static_cast<std::size_t>(c.rank())] = e.what();
+            throw;
+          }
+        }, sc::host::options{std::chrono::milliseconds(10000)});
+      } catch (const sc::comm_error&) {
+      }
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      for (int r = 0; r < n; ++r) {
+        const call k = calls[static_cast<std::size_t>(r)];
+        const std::string& w = what[static_cast<std::size_t>(r)];
+        CAPTURE(r);
+        CAPTURE(w);
+        const bool returns = queued(calls[0]) && (r == 0 || (k.count == calls[0].count && k.dbl == calls[0].dbl));
+        if (returns && w.empty()) continue;  // a queued root, or a rank that took its data
+        CHECK(w.find("mismatched collectives") != std::string::npos);
+        CHECK(w.find(text(calls[0])) != std::string::npos);  // the root's call
+        CHECK(w.find(text(k)) != std::string::npos);         // its own
+      }
+      CHECK(s < 5.0);
+    }
   }
 }
 

@@ -22,8 +22,11 @@
 /// waits longer than the timeout (options::timeout, or the environment variable
 /// SHARDCAST_TIMEOUT_MS; default 60 s) throws comm_error as a last resort. Ranks that
 /// call different collectives, or the same one with different sizes, all get a
-/// comm_error that names what each rank asked for (where a rank has returned before the
-/// others could compare, as the root of a small broadcast has, the others get it).
+/// comm_error that names what each rank asked for, also where their sizes fall on
+/// different sides of the eager limit (where a rank has returned before the others could
+/// compare, as the root of a small broadcast has, the others get it, at once: a peer
+/// whose call of that broadcast is larger, and waits for the others, finds the root's
+/// record and names the root's call and its own).
 
 #include <algorithm>
 #include <chrono>
@@ -586,18 +589,31 @@ class communicator {
   /// A broadcast within the group's eager limit (detail::eager_limit) goes through its queue of
   /// SHARDCAST_HOST_BCAST_DEPTH entries: the root copies its data into the queue and returns,
   /// the others copy it out when they arrive (see queued_broadcast). Larger ones read the
-  /// root's buffer directly, and the ranks meet twice.
+  /// root's buffer directly, and the ranks meet twice. Ranks whose calls fall on different
+  /// sides of the limit (another count or type) see each other's record: a queued one
+  /// (queued_instead) or the slot of a direct one (queued_broadcast).
   template <element_type T>
   void broadcast(T* buf, std::size_t count, int root, stream_type = {}) {
     require_group();
     SHARDCAST_EXPECTS(root >= 0 && root < size(), "shardcast::host::broadcast: root " + std::to_string(root) +
                                                       " is outside the communicator of size " + std::to_string(size()));
-    if (SHARDCAST_HOST_BCAST_DEPTH > 0 && g_ && collective_eager<T>(count)) {
-      queued_broadcast(buf, count, root);
-      return;
-    }
+    if (SHARDCAST_HOST_BCAST_DEPTH > 0 && g_ && collective_eager<T>(count) && queued_broadcast(buf, count, root)) return;
+    auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
+    const std::uint64_t b = me.bcasts, seq = me.seq.load(std::memory_order_relaxed);
     publish<T>(detail::op_kind::broadcast, count, buf, buf, reduce_op::sum, root);
-    enter("broadcast");
+    // A rank that made this broadcast a queued one never comes to this meeting (it may to
+    // its next collective's): stop waiting once its record shows, and name both calls.
+    detail::bcast_entry* queued = nullptr;
+    if (!enter("broadcast", [&] { return (queued = queued_instead(b, seq)) != nullptr; })) {
+      detail::bcast_entry& e = *queued;  // this rank has not taken it: nobody reuses it
+      std::string msg = "shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " +
+                        bcast_call(count, dtype_of<T>::value, root) + " after " + std::to_string(seq) + " other collectives and " +
+                        std::to_string(b) + " small broadcasts on the group, which rank " + std::to_string(e.root) + " made as " +
+                        bcast_call(e.count, e.type, e.root) + ", a small broadcast (it queued its data and returned)";
+      me.bcasts = b + 1;  // taken, as a queued broadcast whose call differs is
+      if (e.left.fetch_sub(1, std::memory_order_seq_cst) == 1) e.notify_lock_free();  // its next root may wait for it
+      throw comm_error(msg);
+    }
     if (rank_ != root)
       copy(buf, static_cast<const T*>(at(root).send), count,
            streaming<T>(2 * static_cast<std::size_t>(size() - 1) * count));
@@ -723,20 +739,20 @@ class communicator {
   /// wait for the entry to hold this broadcast and copy it out. Each entry records its root,
   /// size, type and the root's count of other collectives, which the others check; and every
   /// other collective checks that all ranks have made as many eager broadcasts.
+  /// Returns false, having done nothing, where the root made this broadcast direct (another
+  /// count or type, over the limit): the caller then joins it, and its meeting compares the
+  /// calls on every rank.
   template <element_type T>
-  void queued_broadcast(T* buf, std::size_t count, int root) {
+  bool queued_broadcast(T* buf, std::size_t count, int root) {
     // The root returns without meeting anyone, so it learns of a failed peer here.
     g_->throw_if_aborted("broadcast", std::memory_order_relaxed);
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t t = me.bcasts++;
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
-    if (size() == 1) return;
+    if (size() == 1) return true;
     constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
     auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
-    const auto call = [](std::size_t n, dtype type, int r) {
-      return "broadcast(count=" + std::to_string(n) + ", " + to_string(type) + ", root=" + std::to_string(r) + ")";
-    };
-    const auto mine = [&] { return call(count, dtype_of<T>::value, root); };
+    const auto mine = [&] { return bcast_call(count, dtype_of<T>::value, root); };
     if (rank_ == root) {
       // The entry is free once every rank has taken the broadcast `depth` before this one.
       const std::uint64_t before = t >= depth ? t + 1 - depth : 0;
@@ -753,23 +769,49 @@ class communicator {
       e.left.store(size() - 1, std::memory_order_relaxed);
       e.ticket.store(t + 1, std::memory_order_seq_cst);
       e.notify_lock_free();
-      return;
+      return true;
     }
     // Wait for the broadcast, unless its root has gone on to a later collective without it.
     const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
     wait_on(e, [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; }, "broadcast");
-    if (e.ticket.load(std::memory_order_acquire) != t + 1)
+    if (e.ticket.load(std::memory_order_acquire) != t + 1) {
+      // Is the root's collective this broadcast, made direct? publish fills the slot before
+      // it counts the collective, and the root fills that slot again only after this rank
+      // has come to that collective's meeting (or the run has failed).
+      const detail::slot& rsl = rs.s[seq & 1u];
+      if (rs.seq.load(std::memory_order_acquire) == seq + 1 && rsl.kind == detail::op_kind::broadcast && rsl.bcasts == t) {
+        me.bcasts = t;  // not a queued broadcast after all
+        return false;
+      }
       throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
                        " (its broadcast number " + std::to_string(t) + " on the group) after " + std::to_string(seq) +
                        " other collectives, but rank " + std::to_string(root) + " went on to another collective");
+    }
     const bool match = e.root == root && e.count == count && e.type == dtype_of<T>::value && e.seq == seq;
     if (match) copy(buf, reinterpret_cast<const T*>(e.data), count);
-    const std::string theirs = match ? std::string() : call(e.count, e.type, e.root) + " after " + std::to_string(e.seq) + " other collectives";
+    const std::string theirs = match ? std::string() : bcast_call(e.count, e.type, e.root) + " after " + std::to_string(e.seq) + " other collectives";
     if (e.left.fetch_sub(1, std::memory_order_seq_cst) == 1) e.notify_lock_free();  // its next root may wait for it
     if (!match)
       throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() + " after " +
                        std::to_string(seq) + " other collectives as its broadcast number " + std::to_string(t) +
                        " on the group, which rank " + std::to_string(e.root) + " made as " + theirs);
+    return true;
+  }
+
+  static std::string bcast_call(std::size_t n, dtype type, int root) {
+    return "broadcast(count=" + std::to_string(n) + ", " + to_string(type) + ", root=" + std::to_string(root) + ")";
+  }
+
+  /// For a direct broadcast after `seq` other collectives and `b` queued ones: the queue's
+  /// entry of broadcast number `b`, if a rank queued it at that same point (its call had
+  /// another count or type, within the eager limit) and has not gone on to a later
+  /// collective (whose meeting would compare the calls); else null. Only asked while the
+  /// direct broadcast waits for its peers.
+  detail::bcast_entry* queued_instead(std::uint64_t b, std::uint64_t seq) const {
+    constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
+    detail::bcast_entry& e = g_->bq[static_cast<std::size_t>(b % depth)];
+    if (e.ticket.load(std::memory_order_acquire) != b + 1 || e.seq != seq) return nullptr;
+    return g_->ranks[static_cast<std::size_t>(e.root)].seq.load(std::memory_order_acquire) == seq ? &e : nullptr;
   }
 
   /// Throws comm_error on the null communicator (before any argument check that its size
@@ -784,7 +826,6 @@ class communicator {
     auto& me = g_->ranks[static_cast<std::size_t>(rank_)];
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
     par_ = static_cast<int>(seq & 1u);
-    me.seq.store(seq + 1, std::memory_order_release);
     auto& s = at(rank_);
     s.bcasts = me.bcasts;
     s.kind = k;
@@ -794,11 +835,14 @@ class communicator {
     s.root = root;
     s.send = send;
     s.recv = recv;
+    me.seq.store(seq + 1, std::memory_order_release);  // after the slot: a peer waiting for a queued broadcast reads it (queued_broadcast)
   }
 
-  /// Barrier after publishing, then the same consistency check on every rank.
-  void enter(const char* where) {
-    g_->barrier(where);
+  /// Barrier after publishing, then the same consistency check on every rank. Returns true;
+  /// false, having left the meeting, when `stop()` first (see in_process_group::barrier).
+  template <class Stop = shardcast::detail::rank_barrier::no_stop>
+  bool enter(const char* where, Stop stop = {}) {
+    if (!g_->barrier(where, stop)) return false;
     const auto& s0 = at(0);
     for (int q = 1; q < size(); ++q) {
       const auto& s = at(q);
@@ -817,6 +861,7 @@ class communicator {
         throw comm_error(msg);
       }
     }
+    return true;
   }
 
   /// What rank q published for the collective in progress (publish chose the parity).

@@ -207,15 +207,20 @@ struct in_process_group {
   /// An abort is noticed at the next meeting.
   void barrier_after_reads() { bar.arrive_and_wait_all(world->spin_for, world->pauses); }
 
-  /// Every rank of the group meets here (see rank_barrier).
+  /// Every rank of the group meets here (see rank_barrier). Returns true; false when
+  /// `stop()` came first (see rank_barrier::arrive_and_wait: this rank's arrival is
+  /// withdrawn, and the caller says why it stopped waiting).
   /// @throws comm_error if the world aborts or the timeout passes first.
-  void barrier(const char* where) {
+  template <class Stop = rank_barrier::no_stop>
+  bool barrier(const char* where, Stop stop = {}) {
     throw_if_aborted(where);
-    switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for, world->pauses)) {
-      case rank_barrier::outcome::passed: return;
+    switch (bar.arrive_and_wait(world->aborted, world->timeout, world->spin_for, world->pauses, stop)) {
+      case rank_barrier::outcome::passed: return true;
       case rank_barrier::outcome::aborted: throw_aborted(where);
       case rank_barrier::outcome::timed_out: throw_timeout(where);
+      case rank_barrier::outcome::stopped: return false;
     }
+    return true;
   }
 };
 

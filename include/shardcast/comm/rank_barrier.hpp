@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 
 #if defined(__linux__)
 #include <sched.h>
@@ -239,7 +240,11 @@ bool spin_until(Done done, std::chrono::nanoseconds spin_for, const std::atomic<
 /// meetings that every rank is sure to reach (see in_process_group::barrier_after_reads).
 class rank_barrier {
  public:
-  enum class outcome { passed, aborted, timed_out };
+  enum class outcome { passed, aborted, timed_out, stopped };
+  /// The `stop` of a wait that only the other ranks, an abort or the timeout end.
+  struct no_stop {
+    constexpr bool operator()() const { return false; }
+  };
 
   explicit rank_barrier(int size) : size_(size) {}
   rank_barrier(const rank_barrier&) = delete;
@@ -248,14 +253,19 @@ class rank_barrier {
   int size() const { return size_; }
 
   /// Arrives and waits until every rank has arrived (passed), `aborted` becomes true
-  /// (aborted), or `timeout` passes (timed_out). A rank that does not pass has withdrawn
-  /// its arrival. The caller checks `aborted` before arriving, if it must.
-  /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`.
+  /// (aborted), `timeout` passes (timed_out), or `stop()` (stopped: the caller has learnt
+  /// that a rank it waits for will not come). A rank that does not pass has withdrawn its
+  /// arrival. The caller checks `aborted` before arriving, if it must.
+  /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`;
+  /// `stop()` is asked only after that, while yielding and between sleeps, which last at
+  /// most 5 ms when there is a `stop` (nothing wakes a sleeper when it turns true).
+  template <class Stop = no_stop>
   outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
-                          std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin) {
+                          std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin,
+                          Stop stop = {}) {
     std::uint32_t gen = 0;
     if (arrive(gen)) return outcome::passed;
-    return await<true>(gen, aborted, timeout, spin_for, pauses);
+    return await<true>(gen, aborted, timeout, spin_for, pauses, stop);
   }
 
   /// Arrives and waits until every rank has arrived, whatever an abort flag or a timeout
@@ -265,7 +275,7 @@ class rank_barrier {
   void arrive_and_wait_all(std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin) {
     static const std::atomic<bool> never{false};
     std::uint32_t gen = 0;
-    if (!arrive(gen)) (void)await<false>(gen, never, std::chrono::milliseconds::max(), spin_for, pauses);
+    if (!arrive(gen)) (void)await<false>(gen, never, std::chrono::milliseconds::max(), spin_for, pauses, no_stop{});
   }
 
   /// Wakes every waiter parked here (call after setting the abort flag).
@@ -303,12 +313,14 @@ class rank_barrier {
   }
 
   /// Waits for generation `gen` to complete. `CanGiveUp`: also stops (withdrawing this
-  /// rank's arrival) when `aborted` becomes true or `timeout` passes; otherwise it waits for
-  /// the last rank however long that takes.
-  template <bool CanGiveUp>
+  /// rank's arrival) when `aborted` becomes true, `timeout` passes or `stop()`; otherwise it
+  /// waits for the last rank however long that takes.
+  template <bool CanGiveUp, class Stop>
   outcome await(std::uint32_t gen, const std::atomic<bool>& aborted, std::chrono::milliseconds timeout, std::chrono::nanoseconds spin_for,
-                int pauses) {
+                int pauses, Stop stop) {
     using clock = std::chrono::steady_clock;
+    constexpr bool stoppable = CanGiveUp && !std::is_same_v<Stop, no_stop>;
+    const auto nap = stoppable ? std::chrono::milliseconds(5) : std::chrono::milliseconds(1000);
     if (pause_until([&] { return passed(gen); }, pauses)) return outcome::passed;
     const auto start = clock::now();
     const auto deadline = deadline_after(start, timeout);
@@ -318,6 +330,7 @@ class rank_barrier {
     while (clock::now() - start < barrier_tuning::yield_for) {
       if (passed(gen)) return outcome::passed;
       if (CanGiveUp && aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      if (stoppable && stop()) return give_up(gen, outcome::stopped);
       std::this_thread::yield();
     }
     while (true) {
@@ -325,15 +338,16 @@ class rank_barrier {
       if (CanGiveUp && aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
       const auto now = clock::now();
       if (CanGiveUp && now >= deadline) return give_up(gen, outcome::timed_out);
+      if (stoppable && stop()) return give_up(gen, outcome::stopped);
       std::unique_lock lk(park_m_);
       parked_.fetch_add(1, std::memory_order_seq_cst);
       // Checked after announcing ourselves: the releaser stores the generation, then reads
       // `parked` (both seq_cst), so either we see the new generation or it sees us and
       // signals under park_m, which we hold until wait_until releases it. An abort sets the
       // flag (seq_cst) before wake_parked takes park_m, likewise. (Each sleep is at most a
-      // second, so a deadline at the clock's end is never handed to the wait itself.)
+      // second, or `nap`, so a deadline at the clock's end is never handed to the wait itself.)
       if (!passed(gen, std::memory_order_seq_cst) && !(CanGiveUp && aborted.load(std::memory_order_seq_cst)))
-        park_cv_.wait_until(lk, now + std::chrono::seconds(1) < deadline ? now + std::chrono::seconds(1) : deadline);
+        park_cv_.wait_until(lk, now + nap < deadline ? now + nap : deadline);
       parked_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
