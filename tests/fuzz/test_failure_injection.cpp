@@ -109,12 +109,26 @@ TEST_CASE("ranks pass different sizes: the message names every size") {
 TEST_CASE("one rank never arrives: the others time out with comm_error") {
   std::atomic<int> ce{0};
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string w = run_case(3, [](sc::host::communicator& c) {
-    if (c.rank() == 1) return;  // skips the collective entirely
+  const std::string w = run_case(3, [&ce](sc::host::communicator& c) {
+    if (c.rank() == 1) {  // skips the collective entirely, busy elsewhere until the others gave up
+      while (ce.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
     c.barrier();
   }, ce);
   CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(150));
   CHECK(w.find("timed out") != std::string::npos);
+  CHECK(ce.load() == 2);
+}
+
+TEST_CASE("one rank returns instead of arriving: the others stop at once with comm_error naming it") {
+  std::atomic<int> ce{0};
+  const std::string w = run_case(3, [](sc::host::communicator& c) {
+    if (c.rank() == 1) return;  // skips the collective entirely
+    c.barrier();
+  }, ce);
+  CHECK(w.find("barrier abandoned: rank 1 returned from its function after 0 collectives") != std::string::npos);
+  CHECK(w.find("timed out") == std::string::npos);
   CHECK(ce.load() == 2);
 }
 
@@ -149,13 +163,23 @@ TEST_CASE("send/recv count mismatch names both sizes") {
 }
 
 TEST_CASE("send without a matching recv times out, or is reported by run when it did not wait") {
-  {
+  {  // the receiver is busy elsewhere until the send gave up
+    std::atomic<int> ce{0};
+    const std::string w = run_case(2, [&ce](sc::host::communicator& c) {
+      std::vector<int> buf(big, 1);
+      if (c.rank() == 0) c.send(buf.data(), big, 1);
+      else while (ce.load() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }, ce);
+    CHECK(w.find("timed out") != std::string::npos);
+    CHECK(ce.load() == 1);
+  }
+  {  // the receiver returned: the send stops at once, naming it
     std::atomic<int> ce{0};
     const std::string w = run_case(2, [](sc::host::communicator& c) {
       std::vector<int> buf(big, 1);
       if (c.rank() == 0) c.send(buf.data(), big, 1);
     }, ce);
-    CHECK(w.find("timed out") != std::string::npos);
+    CHECK(w.find("send abandoned: rank 1 returned from its function after receiving 0 of the 1 messages") != std::string::npos);
     CHECK(ce.load() == 1);
   }
   if (SHARDCAST_HOST_EAGER_BYTES >= 3 * sizeof(int)) {

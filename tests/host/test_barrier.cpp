@@ -151,9 +151,20 @@ TEST_CASE("random abort points during many rounds end every rank with the right 
 
 TEST_CASE("parked ranks still time out when a peer never arrives") {
   const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<int> released{0};
   const outcome o = run_ranks(4, [&](sc::host::communicator& c) {
-    if (c.rank() == 0) return;  // never enters the barrier
-    c.barrier();
+    if (c.rank() == 0) {
+      // Never enters the barrier, and is busy elsewhere until the others have timed out
+      // (a rank that returned would release them at once: test_returned_rank.cpp).
+      while (released.load() < 3) std::this_thread::sleep_for(1ms);
+      return;
+    }
+    try {
+      c.barrier();
+    } catch (...) {
+      ++released;
+      throw;
+    }
   }, 150ms);
   const auto dt = std::chrono::steady_clock::now() - t0;
   CHECK(dt >= 150ms);

@@ -686,19 +686,40 @@ TEST_CASE("a small message sent before its recv is posted is taken from the chan
     }
   } else {
     // Without eager messages (SHARDCAST_HOST_EAGER_BYTES=0) the send waits for its recv
-    // instead, and a send nobody receives ends in the timeout, naming send.
+    // instead: a send nobody receives ends in the timeout, naming send, while its receiver
+    // is busy elsewhere, and at once, naming the receiver, once that has returned.
     std::string what;
+    std::atomic<bool> timed_out{false};
     try {
       sc::host::run(2, [&](sc::host::communicator& c) {
         if (c.rank() == 1) {
           const double d[3] = {1, 2, 3};
-          c.send(d, 3, 0);
+          try {
+            c.send(d, 3, 0);
+          } catch (...) {
+            timed_out = true;
+            throw;
+          }
+        } else {
+          while (!timed_out) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       }, sc::host::options{std::chrono::milliseconds(300)});
     } catch (const sc::comm_error& e) {
       what = e.what();
     }
     CHECK_MESSAGE(what.find("send timed out") != std::string::npos, what);
+    what.clear();
+    try {
+      sc::host::run(2, [&](sc::host::communicator& c) {
+        if (c.rank() == 1) {
+          const double d[3] = {1, 2, 3};
+          c.send(d, 3, 0);
+        }
+      }, sc::host::options{std::chrono::milliseconds(20000)});
+    } catch (const sc::comm_error& e) {
+      what = e.what();
+    }
+    CHECK_MESSAGE(what.find("send abandoned: rank 0 returned from its function after receiving 0 of the 1 messages") != std::string::npos, what);
   }
 }
 

@@ -5,11 +5,13 @@
 // rethrows when a rank times out: the timeout, not a peer's "abandoned" error it caused.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <mutex>
 #include <shardcast/comm/host.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace sc = shardcast;
@@ -165,18 +167,29 @@ TEST_CASE("the in-place forms stay allowed and match the reference") {
 }
 
 TEST_CASE("host::run rethrows a rank's timeout, not the abandoned errors of the peers it woke") {
-  // Rank 3 returns at once; the others time out in an all_reduce. The first rank to time
-  // out aborts the run before its exception reaches run(), so a woken peer's "abandoned"
-  // comm_error could get there first. Over many runs, run() must always rethrow a timeout.
+  // Rank 3 stays away (busy elsewhere until the others have given up: had it returned,
+  // they would stop at once, naming it); the others time out in an all_reduce. The first
+  // rank to time out aborts the run before its exception reaches run(), so a woken peer's
+  // "abandoned" comm_error could get there first. Over many runs, run() must always
+  // rethrow a timeout.
   int abandoned = 0, timed_out = 0, other = 0;
   for (int i = 0; i < 30; ++i) {
+    std::atomic<int> gave_up{0};
     try {
       sc::host::run(
           4,
-          [](sc::host::communicator& c) {
-            if (c.rank() == 3) return;
+          [&gave_up](sc::host::communicator& c) {
+            if (c.rank() == 3) {
+              while (gave_up.load() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+              return;
+            }
             double x = 1, y = 0;
-            c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+            try {
+              c.all_reduce(&x, &y, 1, sc::reduce_op::sum);
+            } catch (...) {
+              ++gave_up;
+              throw;
+            }
           },
           sc::host::options{std::chrono::milliseconds(20)});
       ++other;

@@ -18,7 +18,16 @@
 ///
 /// Failure model: when a rank's function throws, every rank waiting in (or later
 /// entering) a collective gets shardcast::comm_error instead of waiting forever, and
-/// run() rethrows the first exception once all threads have ended. A collective that
+/// run() rethrows the first exception once all threads have ended. When a rank's function
+/// returns while peers wait for it (it skipped a collective, left a loop early, never sent
+/// a message a peer receives or never received a larger one a peer sends), each of them
+/// throws comm_error within milliseconds, naming that rank (and its rank of the run, on a
+/// split group) and what it waits for ("all_reduce abandoned: rank 3 returned from its
+/// function after 5 collectives on this group, and this rank waits for it in the 6th");
+/// run() rethrows one of those. A waiter stops only for a member that has returned without
+/// starting the collective it waits in (that member's count of collectives on the group is
+/// below its own), so a rank that returns right after a collective its slower peers are
+/// still in stops nobody. A collective that
 /// waits longer than the timeout (options::timeout, or the environment variable
 /// SHARDCAST_TIMEOUT_MS; default 60 s) throws comm_error as a last resort. Ranks that
 /// call different collectives, or the same one with different sizes, all get a
@@ -318,8 +327,10 @@ struct group_state : shardcast::detail::in_process_group {
     std::byte* at(std::size_t i) const { return base.get() + i * stride; }
   } eager;
 
-  group_state(std::shared_ptr<world_state> w, int n, std::size_t eager_bytes)
-      : in_process_group(std::move(w), n, "shardcast::host"), ranks(static_cast<std::size_t>(n)),
+  /// `members`: the world rank of each of its n ranks, in group order (see
+  /// in_process_group::world_ranks).
+  group_state(std::shared_ptr<world_state> w, int n, std::size_t eager_bytes, std::vector<int> members)
+      : in_process_group(std::move(w), n, "shardcast::host", std::move(members)), ranks(static_cast<std::size_t>(n)),
         channels(new std::atomic<channel*>[static_cast<std::size_t>(n) * static_cast<std::size_t>(n)]()),  // null: none made yet
         bq(new bcast_entry[depth]), eager(eager_bytes, 2 * static_cast<std::size_t>(n) + depth) {
     for (std::size_t i = 0; i < depth; ++i) bq[i].data = eager.at(2 * static_cast<std::size_t>(n) + i);
@@ -633,7 +644,7 @@ class communicator {
   void send(const T* buf, std::size_t count, int peer, stream_type = {}) {
     check_peer(peer, "send");
     auto& ch = g_->chan(static_cast<std::size_t>(rank_ * size() + peer));
-    detail::p2p_entry& e = post_send(ch, buf, count, "send");
+    detail::p2p_entry& e = post_send(ch, buf, count, peer, "send");
     if (e.large) finish_send<T>(ch, e, count, peer, "send");
   }
 
@@ -680,13 +691,15 @@ class communicator {
       // whichever comes first (a message that arrives is seen within a sleep of the wait).
       auto& in = g_->chan(static_cast<std::size_t>(source * size() + rank_));
       const detail::p2p_entry& next = in.ring[in.taken % SHARDCAST_HOST_SEND_DEPTH];
-      wait_for(ch, [&] { return send_entry_free(ch) || next.turn.load(std::memory_order_seq_cst) == 2 * in.taken + 1; }, "sendrecv");
+      const auto either = [&] { return send_entry_free(ch) || next.turn.load(std::memory_order_seq_cst) == 2 * in.taken + 1; };
+      // dest returned without taking its messages: the channel never has room again.
+      if (!wait_for(ch, either, "sendrecv", [&] { return g_->member_returned(dest) && !either(); })) throw unreceived(ch, dest, "sendrecv");
       if (!send_entry_free(ch)) {
         take(recv, recv_count, source, "sendrecv");
         received = true;
       }
     }
-    detail::p2p_entry& e = post_send(ch, send, send_count, "sendrecv");
+    detail::p2p_entry& e = post_send(ch, send, send_count, dest, "sendrecv");
     if (!received) {
       try {
         take(recv, recv_count, source, "sendrecv");
@@ -724,7 +737,12 @@ class communicator {
     for (std::size_t i = 0; i < members.size(); ++i)
       if (members[i].second == rank_) new_rank = static_cast<int>(i);
     const bool leader = color >= 0 && new_rank == 0;
-    if (leader) me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()), g_->eager.bytes);
+    if (leader) {
+      std::vector<int> world_ranks;  // the new group's members as ranks of the run, for member_returned
+      world_ranks.reserve(members.size());
+      for (const auto& m : members) world_ranks.push_back(g_->world_ranks[static_cast<std::size_t>(m.second)]);
+      me.made = std::make_shared<detail::group_state>(g_->world, static_cast<int>(members.size()), g_->eager.bytes, std::move(world_ranks));
+    }
     g_->barrier("split");
     communicator out;
     if (color >= 0) out = communicator(at(members[0].second).made, new_rank);
@@ -756,7 +774,24 @@ class communicator {
     if (rank_ == root) {
       // The entry is free once every rank has taken the broadcast `depth` before this one.
       const std::uint64_t before = t >= depth ? t + 1 - depth : 0;
-      wait_on(e, [&] { return e.left.load(std::memory_order_acquire) == 0 || e.ticket.load(std::memory_order_acquire) != before; }, "broadcast");
+      const auto entry_free = [&] { return e.left.load(std::memory_order_acquire) == 0 || e.ticket.load(std::memory_order_acquire) != before; };
+      // A rank that returned without taking the broadcast in the entry never will. Its
+      // count of queued broadcasts is final once its return is seen; it took broadcast
+      // number before - 1 (or was its root) if and only if that count passed it.
+      int gone = -1;
+      if (!wait_on(e, entry_free, "broadcast", [&] {
+            if (!g_->any_returned()) return false;
+            for (int q = 0; q < size(); ++q)
+              if (q != rank_ && g_->member_returned(q) && g_->ranks[static_cast<std::size_t>(q)].bcasts < before && !entry_free()) {
+                gone = q;
+                return true;
+              }
+            return false;
+          }))
+        throw comm_error("shardcast::host: broadcast abandoned: " + returned_peer(gone) + ", without taking small broadcast number " +
+                         std::to_string(before - 1) + " (rank " + std::to_string(e.root) + "'s), and this rank, the root of " + mine() +
+                         " (its broadcast number " + std::to_string(t) + " on the group), waits for that entry of the group's queue of " +
+                         std::to_string(depth) + " to be taken by every rank (every rank must call the same collectives)");
       std::uint64_t expected = before;
       if (e.left.load(std::memory_order_acquire) != 0 || !e.ticket.compare_exchange_strong(expected, detail::bcast_entry::claimed, std::memory_order_acq_rel))
         throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
@@ -773,7 +808,13 @@ class communicator {
     }
     // Wait for the broadcast, unless its root has gone on to a later collective without it.
     const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
-    wait_on(e, [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; }, "broadcast");
+    const auto ready = [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; };
+    // A root that returned without queueing this broadcast never will (its stores happen
+    // before its return is seen: ready() is asked again after that).
+    if (!wait_on(e, ready, "broadcast", [&] { return g_->member_returned(root) && !ready(); }))
+      throw comm_error("shardcast::host: broadcast abandoned: " + returned_peer(root) + ", and this rank waits for it, the root of " + mine() +
+                       " (this rank's broadcast number " + std::to_string(t) + " on the group, after " + std::to_string(seq) +
+                       " other collectives) (every rank must call the same collectives)");
     if (e.ticket.load(std::memory_order_acquire) != t + 1) {
       // Is the root's collective this broadcast, made direct? publish fills the slot before
       // it counts the collective, and the root fills that slot again only after this rank
@@ -820,6 +861,37 @@ class communicator {
     if (!g_) throw comm_error("shardcast::host: collective called on a null communicator (default-constructed, or split with a negative color)");
   }
 
+  /// A member of the group, other than this rank, that has returned from its function
+  /// before starting this rank's collective number `mine` on the group (its count of
+  /// collectives is below `mine`): it never will, and the meeting can never complete. -1
+  /// if none. A member whose count reached `mine` took part, and the meeting completes
+  /// (it may have returned since). The returned flag is loaded with acquire, then the
+  /// count: the member's last store to its count happens before its flag's store.
+  int returned_before(std::uint64_t mine) const {
+    if (!g_->any_returned()) return -1;
+    for (int q = 0; q < size(); ++q)
+      if (q != rank_ && g_->member_returned(q) && g_->ranks[static_cast<std::size_t>(q)].seq.load(std::memory_order_acquire) < mine) return q;
+    return -1;
+  }
+
+  /// "rank q returned from its function after n collectives on this group" (and its small
+  /// broadcasts, if any), for a member q that has returned (its counts are final and
+  /// visible: member_returned was seen).
+  std::string returned_peer(int q) const {
+    const auto& rs = g_->ranks[static_cast<std::size_t>(q)];
+    const std::uint64_t n = rs.seq.load(std::memory_order_acquire);
+    std::string s = g_->member_name(q) + " returned from its function after " + std::to_string(n) + (n == 1 ? " collective" : " collectives");
+    if (rs.bcasts > 0) s += " and " + std::to_string(rs.bcasts) + (rs.bcasts == 1 ? " small broadcast" : " small broadcasts");
+    return s + " on this group";
+  }
+
+  /// 1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st, ...
+  static std::string ordinal(std::uint64_t n) {
+    const std::uint64_t t = n % 100, u = n % 10;
+    const char* suffix = (t >= 11 && t <= 13) ? "th" : u == 1 ? "st" : u == 2 ? "nd" : u == 3 ? "rd" : "th";
+    return std::to_string(n) + suffix;
+  }
+
   template <class T>
   void publish(detail::op_kind k, std::size_t count, const void* send, void* recv, reduce_op op = reduce_op::sum, int root = 0) {
     require_group();
@@ -840,9 +912,21 @@ class communicator {
 
   /// Barrier after publishing, then the same consistency check on every rank. Returns true;
   /// false, having left the meeting, when `stop()` first (see in_process_group::barrier).
+  /// A rank waiting here for a peer that has returned from its function without starting
+  /// this collective (returned_before) leaves the meeting and throws comm_error naming it.
   template <class Stop = shardcast::detail::rank_barrier::no_stop>
   bool enter(const char* where, Stop stop = {}) {
-    if (!g_->barrier(where, stop)) return false;
+    const std::uint64_t mine = g_->ranks[static_cast<std::size_t>(rank_)].seq.load(std::memory_order_relaxed);
+    int gone = -1;
+    if (!g_->barrier(where, [&] {
+          if (stop()) return true;
+          gone = returned_before(mine);
+          return gone >= 0;
+        })) {
+      if (gone < 0) return false;
+      throw comm_error(std::string("shardcast::host: ") + where + " abandoned: " + returned_peer(gone) + ", and this rank waits for it in the " +
+                       ordinal(mine) + " (every rank must call the same collectives)");
+    }
     const auto& s0 = at(0);
     for (int q = 1; q < size(); ++q) {
       const auto& s = at(q);
@@ -911,11 +995,14 @@ class communicator {
   /// The sending half of send and sendrecv: waits for the channel's next entry to be free,
   /// puts the message in it (a message of at most SHARDCAST_HOST_EAGER_BYTES: its data; a
   /// larger one: its address, `posted`) and hands it to the receiver.
+  /// Throws comm_error when `peer`, the receiver, has returned without freeing the entry.
   template <element_type T>
-  detail::p2p_entry& post_send(detail::channel& ch, const T* buf, std::size_t count, const char* where) {
+  detail::p2p_entry& post_send(detail::channel& ch, const T* buf, std::size_t count, int peer, const char* where) {
     const std::uint64_t t = ch.sent;
     detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
-    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; }, where);  // the entry is free
+    const auto room = [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; };
+    if (!wait_for(ch, room, where, [&] { return g_->member_returned(peer) && !room(); }))  // the entry is free
+      throw unreceived(ch, peer, where);
     e.count = count;
     e.type = dtype_of<T>::value;
     const bool small = eager<T>(count);
@@ -935,13 +1022,24 @@ class communicator {
   /// Waits until the receiver has copied the larger message of entry `e` (its buffer is then
   /// free), or withdraws it and throws (abort, timeout). Throws comm_error if the receive
   /// asked for another size or type.
+  /// A receiver that returned without taking the message never will: the send withdraws it
+  /// and throws comm_error naming that rank.
   template <element_type T>
   void finish_send(detail::channel& ch, detail::p2p_entry& e, std::size_t count, int peer, const char* where) {
+    bool taken = false;
+    const auto done = [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; };
     try {
-      wait_for(ch, [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; }, where);
+      taken = wait_for(ch, done, where, [&] { return g_->member_returned(peer) && !done(); });
     } catch (...) {
       withdraw(e);
       throw;
+    }
+    if (!taken) {
+      withdraw(e);
+      throw comm_error("shardcast::host: " + std::string(where) + " abandoned: " + g_->member_name(peer) +
+                       " returned from its function after receiving " + std::to_string(ch.taken) + " of the " + std::to_string(ch.sent) +
+                       " messages this rank sent it on this group, and this rank waits for it to receive the " + ordinal(ch.sent) + ", of " +
+                       std::to_string(count) + " " + to_string(dtype_of<T>::value) + " (every send needs its recv)");
     }
     if (e.mismatch)
       throw comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(rank_) + " sends " + std::to_string(count) +
@@ -965,7 +1063,14 @@ class communicator {
     auto& ch = g_->chan(static_cast<std::size_t>(peer * size() + rank_));
     const std::uint64_t h = ch.taken;
     detail::p2p_entry& e = ch.ring[h % SHARDCAST_HOST_SEND_DEPTH];
-    wait_for(ch, [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; }, where);
+    const auto arrived = [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; };
+    // A sender that returned with nothing more in the channel never sends again (its stores
+    // happen before its return is seen: arrived() is asked again after that).
+    if (!wait_for(ch, arrived, where, [&] { return g_->member_returned(peer) && !arrived(); }))
+      throw comm_error("shardcast::host: " + std::string(where) + " abandoned: " + g_->member_name(peer) +
+                       " returned from its function after sending " + std::to_string(h) + (h == 1 ? " message" : " messages") +
+                       " to this rank on this group, and this rank waits for the " + ordinal(h + 1) + ", of " + std::to_string(count) + " " +
+                       to_string(dtype_of<T>::value) + " (every recv needs its send)");
     const std::size_t sent = e.count;
     const dtype sent_type = e.type;
     const bool match = sent == count && sent_type == dtype_of<T>::value;
@@ -999,13 +1104,14 @@ class communicator {
     if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type, where);
   }
 
-  /// Returns once `ready()`; waits on `ch` as every wait does (spin, yield, sleep; comm_error
-  /// on abort or timeout), taking its mutex only when `ready()` is not true at once.
-  template <class Ready>
-  void wait_on(shardcast::detail::channel_sync& ch, Ready ready, const char* where) const {
-    if (ready()) return;
+  /// Returns true once `ready()`; waits on `ch` as every wait does (spin, yield, sleep;
+  /// comm_error on abort or timeout), taking its mutex only when `ready()` is not true at
+  /// once. False when `stop()` (asked only once the wait sleeps; see in_process_group::wait).
+  template <class Ready, class Stop = shardcast::detail::rank_barrier::no_stop>
+  bool wait_on(shardcast::detail::channel_sync& ch, Ready ready, const char* where, Stop stop = {}) const {
+    if (ready()) return true;
     std::unique_lock lk(ch.m);
-    g_->wait(ch, lk, ready, where);
+    return g_->wait(ch, lk, ready, where, false, stop);
   }
 
   /// A channel's wait: spins on `ready()` (pauses, then by time as every wait does), and
@@ -1014,18 +1120,30 @@ class communicator {
   /// the announcement and the other side's change then load of `waiters`, either the
   /// change is seen or the waiter is.
   /// (Spinning by time follows spin_policy: off for a while after two vain spins.)
-  template <class Ready>
-  void wait_for(detail::channel& ch, Ready ready, const char* where) const {
+  /// Returns true once `ready()`; false when `stop()`, which is asked only once the wait
+  /// sleeps (see in_process_group::wait): the peer it waits for has returned.
+  template <class Ready, class Stop = shardcast::detail::rank_barrier::no_stop>
+  bool wait_for(detail::channel& ch, Ready ready, const char* where, Stop stop = {}) const {
     if (shardcast::detail::pause_until(ready, g_->world->pauses) ||
         shardcast::detail::spin_until(ready, g_->world->spin_for, g_->world->aborted) || ready())
-      return;
+      return true;
     ch.waiters.fetch_add(1, std::memory_order_seq_cst);
     struct leave {
       detail::channel& c;
       ~leave() { c.waiters.fetch_sub(1, std::memory_order_relaxed); }
     } guard{ch};
     std::unique_lock lk(ch.m);
-    g_->wait(ch, lk, ready, where, true);
+    return g_->wait(ch, lk, ready, where, true, stop);
+  }
+
+  /// The comm_error of a send that waits for room in the channel `ch` to `peer`, whose rank
+  /// has returned from its function without taking the messages there (its count of those
+  /// taken is final once its return is seen).
+  comm_error unreceived(const detail::channel& ch, int peer, const char* where) const {
+    return comm_error("shardcast::host: " + std::string(where) + " abandoned: " + g_->member_name(peer) +
+                      " returned from its function after receiving " + std::to_string(ch.taken) + " of the " + std::to_string(ch.sent) +
+                      " messages this rank sent it on this group, and this rank waits for room in the channel to it for the " +
+                      ordinal(ch.sent + 1) + " (every send needs its recv)");
   }
 
   /// What every point-to-point call checks first: comm_error on the null communicator, or
@@ -1094,7 +1212,10 @@ void run(int nranks, F&& f, options opt = {}) {
   auto world = std::make_shared<detail::world_state>();
   world->timeout = opt.timeout.count() > 0 ? opt.timeout : detail::default_timeout();
   world->set_waits(nranks);
-  auto group = std::make_shared<detail::group_state>(world, nranks, detail::eager_limit(nranks));
+  world->track_returns(nranks);
+  std::vector<int> all(static_cast<std::size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) all[static_cast<std::size_t>(r)] = r;
+  auto group = std::make_shared<detail::group_state>(world, nranks, detail::eager_limit(nranks), std::move(all));
   shardcast::detail::run_failure failure;
   // Ranks start spread over the CPUs (see spread_start).
   const int cpu0 = nranks > 1 ? shardcast::detail::current_cpu() : -1;
@@ -1103,6 +1224,10 @@ void run(int nranks, F&& f, options opt = {}) {
     try {
       communicator c(group, r);
       f(c);
+      // It will call nothing more: a peer waiting for it in a collective it never started,
+      // or for a message it never sent, stops waiting (see communicator::returned_before).
+      // Not when f throws: that aborts the run, which releases every waiter anyway.
+      world->mark_returned(r);
     } catch (const std::exception& e) {
       // Record first, then abort: the peers' comm_errors must not come before the cause.
       failure.record_current(failure.is_abandoned(e));

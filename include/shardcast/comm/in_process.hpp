@@ -94,6 +94,30 @@ struct in_process_world {
   std::vector<in_process_group*> groups;
   std::string undelivered;  ///< host: a message no recv took, found when its group ended
 
+  /// Which ranks' functions have returned normally (host): such a rank never comes to a
+  /// meeting or a channel again, so a peer waiting for it there may stop at once (see
+  /// in_process_group::member_returned). Sized by track_returns before the threads start;
+  /// empty where the backend does not mark returns (p2p).
+  std::unique_ptr<std::atomic<bool>[]> returned;
+  int ranks = 0;  ///< size of `returned`
+  std::atomic<int> returns{0};  ///< how many are set: a waiter with nothing to find reads only this
+  void track_returns(int nranks) {
+    returned.reset(new std::atomic<bool>[static_cast<std::size_t>(nranks)]());
+    ranks = nranks;
+  }
+  /// Rank r's function has returned normally. Everything the rank did before (its counts of
+  /// collectives, its messages) happens before a waiter's has_returned(r) that sees it.
+  void mark_returned(int r) {
+    if (r < 0 || r >= ranks) return;
+    returned[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
+    returns.fetch_add(1, std::memory_order_release);
+  }
+  /// Has rank r's function returned? (acquire: what it did before is then visible.)
+  bool has_returned(int r) const {
+    return r >= 0 && r < ranks && returns.load(std::memory_order_relaxed) > 0 &&
+           returned[static_cast<std::size_t>(r)].load(std::memory_order_acquire);
+  }
+
   /// Aborts the world (the first reason stays) and wakes the parked waiters of every group.
   inline void abort(const std::string& why);
   std::string why() {
@@ -109,9 +133,12 @@ struct in_process_group {
   int size;
   rank_barrier bar;
   const char* backend;  ///< prefix of its errors, e.g. "shardcast::host"
+  /// The world rank (rank of the run) of each member, in group order; empty where the
+  /// backend does not say (then member_returned is always false).
+  std::vector<int> world_ranks;
 
-  in_process_group(std::shared_ptr<in_process_world> w, int n, const char* name)
-      : world(std::move(w)), size(n), bar(n), backend(name) {
+  in_process_group(std::shared_ptr<in_process_world> w, int n, const char* name, std::vector<int> members = {})
+      : world(std::move(w)), size(n), bar(n), backend(name), world_ranks(std::move(members)) {
     std::lock_guard lk(world->m);
     world->groups.push_back(this);
   }
@@ -121,6 +148,22 @@ struct in_process_group {
   }
   in_process_group(const in_process_group&) = delete;
   in_process_group& operator=(const in_process_group&) = delete;
+
+  /// Has member q's function returned (see in_process_world::has_returned)? A rank that
+  /// returned never arrives anywhere again.
+  bool member_returned(int q) const {
+    return q >= 0 && static_cast<std::size_t>(q) < world_ranks.size() && world->has_returned(world_ranks[static_cast<std::size_t>(q)]);
+  }
+  /// Whether any rank of the run has returned: one relaxed load, the cheap first test of a
+  /// stop check.
+  bool any_returned() const { return world->returns.load(std::memory_order_relaxed) > 0; }
+  /// "rank q" and, where the group is not the world, which rank of the run that is.
+  std::string member_name(int q) const {
+    std::string s = "rank " + std::to_string(q);
+    if (static_cast<std::size_t>(q) < world_ranks.size() && (world_ranks[static_cast<std::size_t>(q)] != q || static_cast<int>(world_ranks.size()) != world->ranks))
+      s += " of this group (rank " + std::to_string(world_ranks[static_cast<std::size_t>(q)]) + " of the run)";
+    return s;
+  }
 
   [[noreturn]] void throw_aborted(const char* where) {
     throw abandoned_error(std::string(backend) + ": " + where + " abandoned: " + world->why());
@@ -147,10 +190,13 @@ struct in_process_group {
   /// `ch.changes` (a peer that is about to arrive costs no sleep and wake-up, and finds the
   /// mutex free); then it sleeps on `ch.cv`.
   /// `spun`: the caller has already spun (pauses and by time) watching `ready()` itself, so
-  /// the wait goes on with yielding.
+  /// the wait goes on with yielding. `stop()` (asked only once the wait sleeps, before each
+  /// sleep of at most 5 ms, with `lk` held) ends the wait early: the caller has learnt that
+  /// what it waits for will not come (a peer that returned). Returns true on `ready()`,
+  /// false on `stop()`.
   /// @throws comm_error on abort or timeout (with `lk` held, as on return).
-  template <class Lock, class Pred>
-  void wait(channel_sync& ch, Lock& lk, Pred ready, const char* where, bool spun = false) {
+  template <class Lock, class Pred, class Stop = rank_barrier::no_stop>
+  bool wait(channel_sync& ch, Lock& lk, Pred ready, const char* where, bool spun = false, Stop stop = {}) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const int pauses = world->pauses;
@@ -186,6 +232,7 @@ struct in_process_group {
       throw_if_aborted(where, std::memory_order_seq_cst);
       const auto now = clock::now();
       if (now >= deadline) throw_timeout(where);
+      if (stop()) return false;
       // Announce the sleep, then check once more. In the seq_cst order, a notify_lock_free
       // either reads the announcement (and its taking of the mutex waits until this thread
       // sleeps), or made its increment of `changes` before this load of it, which then
@@ -196,6 +243,7 @@ struct in_process_group {
       if (!ready()) ch.cv.wait_for(lk, std::min<clock::duration>(deadline - now, std::chrono::milliseconds(5)));
       ch.sleepers.fetch_sub(1, std::memory_order_relaxed);
     }
+    return true;
   }
 
   /// The ranks meet after reading each other's buffers: the end of a collective (or of its
