@@ -503,21 +503,13 @@ namespace detail {
 /// forever, or exchange pieces of equal size and give wrong values). Every rank of a mesh
 /// meets the same conversions in the same order, so they all miss the cache together and
 /// later calls cost nothing. Then plans (from detail::shared_plans), computes the geometry
-/// and caches both. The identity conversion (`to` is x's layout) is compared and cached
-/// too, as a plan of no steps: a peer that passed another target must not wait for a rank
-/// that returned at once.
+/// and caches both. (The identity conversion is agree_identity's.)
 template <class T, int R, class Mesh>
 [[gnu::cold]] const runtime_plan_cache::entry& insert_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                                   const char* who, typename Mesh::stream_type s) {
   plan p;
+  const std::string err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
   const runtime_layout& from = x.layout();
-  std::string err;
-  if (from == to) {
-    p.src = from;  // no steps: x's piece is already the result's
-    p.dst = to;
-  } else {
-    err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
-  }
   agree_on_arguments(x.mesh(), x.global_extents(),
                      {agreed_layout{&from, "the ranks' tensors have different layouts", "holds a tensor of layout",
                                     "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
@@ -526,8 +518,25 @@ template <class T, int R, class Mesh>
                      err, who, s,
                      agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
                                     "every rank must pass its piece of the same tensor"});
-  plan_geometry g = p.nsteps > 0 ? make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R) : plan_geometry{};
-  return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, std::move(g));
+  return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
+}
+
+/// The first redistribute of x to its own layout on this rank (for x's layout and extents):
+/// collective over the mesh, as insert_runtime_plan. There is nothing to plan, but a peer
+/// that passed another target waits in the comparison, so this rank takes part in it too
+/// (and throws with the peer) instead of returning at once. Then remembered in the mesh's
+/// runtime_plan_cache (agreed_identity), so later calls cost a short lookup.
+template <class T, int R, class Mesh>
+[[gnu::cold]] void agree_identity(const dtensor<T, R, dynamic_layout, Mesh>& x, const char* who, typename Mesh::stream_type s) {
+  const runtime_layout& l = x.layout();
+  agree_on_arguments(x.mesh(), x.global_extents(),
+                     {agreed_layout{&l, "the ranks' tensors have different layouts", "holds a tensor of layout",
+                                    "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
+                      agreed_layout{&l, "the ranks passed different target layouts", "passed", "pass the same target layout on every rank"}},
+                     std::string{}, who, s,
+                     agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
+                                    "every rank must pass its piece of the same tensor"});
+  x.mesh().cache().plans.add_identity(l, x.global_extents().data(), R);
 }
 
 /// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
@@ -541,9 +550,13 @@ template <class T, int R, class Mesh>
 const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who,
                                                     typename Mesh::stream_type s) {
   require_mesh(x.mesh(), who);
-  const auto* e = x.mesh().cache().plans.find(x.layout(), to, x.global_extents().data(), R);
-  if (!e) e = &insert_runtime_plan(x, to, who, s);
-  return e->p.nsteps > 0 ? e : nullptr;
+  auto& cache = x.mesh().cache().plans;
+  if (x.layout() == to) {
+    if (!cache.agreed_identity(to, x.global_extents().data(), R)) agree_identity(x, who, s);
+    return nullptr;
+  }
+  if (const auto* e = cache.find(x.layout(), to, x.global_extents().data(), R)) return e;
+  return &insert_runtime_plan(x, to, who, s);
 }
 }  // namespace detail
 
@@ -557,16 +570,17 @@ const runtime_plan_cache::entry* runtime_plan_entry(const dtensor<T, R, dynamic_
 template <class T, int R, class Mesh>
 dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh> redistribute(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to,
                                                                       typename Mesh::stream_type s = {}) {
+  using Y = dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh>;
+  const auto* e = detail::runtime_plan_entry(x, to, "shardcast::redistribute", s);
   if constexpr (std::is_const_v<T>) {
-    if (!detail::runtime_plan_entry(x, to, "shardcast::redistribute", s))
-      return detail::copy_of_read_only<dtensor<std::remove_const_t<T>, R, dynamic_layout, Mesh>>(x, to, s);
+    if (!e) return detail::copy_of_read_only<Y>(x, to, s);
     const auto y = detail::unconst(x);  // (an lvalue: only read, never given up)
-    return redistribute(y, to, s);
+    auto [owner, data] = detail::execute_steps(y, e->p.steps, e->p.nsteps, e->g, s);
+    return Y(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
   } else {
-    const auto* e = detail::runtime_plan_entry(x, to, "shardcast::redistribute", s);
-    if (!e) return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
+    if (!e) return Y(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box(), to);
     auto [owner, data] = detail::execute_steps(x, e->p.steps, e->p.nsteps, e->g, s);
-    return dtensor<T, R, dynamic_layout, Mesh>(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
+    return Y(x.mesh(), x.global_extents(), std::move(owner), data, e->g.final_box(), to);
   }
 }
 

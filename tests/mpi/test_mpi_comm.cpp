@@ -253,7 +253,7 @@ TEST_CASE("mpi check_calls: matching calls run as without it; a differing count 
   CHECK(b == std::vector<double>(n, 7.0));
   if (p > 1) {
     // Rank 0 asks for one element more, and the last rank for another root: every rank throws.
-    std::vector<double> x(n + 1, 1.0);
+    std::vector<double> x(n + 1, me == 0 ? 7.0 : 1.0);
     std::string what;
     try {
       c.broadcast(x.data(), me == 0 ? n + 1 : n, me == p - 1 ? 1 % p : 0);
@@ -265,7 +265,19 @@ TEST_CASE("mpi check_calls: matching calls run as without it; a differing count 
     CHECK(what.find("rank 0: broadcast(count=" + std::to_string(n + 1) + ", double, root=0)") != std::string::npos);
     CHECK(what.find("rank " + std::to_string(p - 1) + ": broadcast(count=" + std::to_string(n) + ", double, root=" + std::to_string(1 % p) + ")") !=
           std::string::npos);
-    CHECK(x[n] == 1.0);  // nothing was received
+    if (me != 0) CHECK(x == std::vector<double>(n + 1, 1.0));  // nothing was received from the root's 7s
+  }
+  // A barrier against an all_reduce is named too (before, it waited forever).
+  if (p > 1) {
+    std::string what;
+    try {
+      if (me == p - 1) c.barrier();
+      else c.all_reduce(in.data(), out.data(), n, sc::reduce_op::sum);
+    } catch (const sc::comm_error& e) {
+      what = e.what();
+    }
+    CAPTURE(what);
+    CHECK(what.find("rank " + std::to_string(p - 1) + ": barrier()") != std::string::npos);
   }
   c.barrier();
   sc::mpi::check_calls = was;

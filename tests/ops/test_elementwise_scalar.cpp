@@ -607,13 +607,14 @@ TEST_CASE("refusals of division and of the scalar-first forms name the operator,
     need("mul(0.5, int x)", msg([&] { return sc::mul(0.5, xi); }), {"shardcast::mul: x has integer elements and the factor 0.5"});
     need("sub(0.5, int x)", msg([&] { return sc::sub(0.5, xi); }), {"shardcast::sub: x has integer elements and the scalar 0.5"});
     need("div(0.5, int x)", msg([&] { return sc::div(0.5, xi); }), {"shardcast::div: x has integer elements and the numerator 0.5"});
-    // sub(c, x)'s hint is about c - x, not sub(x, c)'s "sub(x, 1) rather than add(x, -1)"
+    // Each form's hint fits it: sub(c, x)'s is about c - x, sub(x, c)'s about x - c.
     const auto xu8 = sc::distribute(m, sc::runtime_layout::parse("S(0),S(1)"), std::vector<std::uint8_t>(12, 1), e);
     const std::string from_neg = msg([&] { return sc::sub(-1, xu8); });
     need("sub(-1, uint8 x)", from_neg,
          {"shardcast::sub: x has integer elements and the scalar -1 is not a whole number in their range", "-1 - x is sub(std::numeric_limits<T>::max(), x)"});
     if (from_neg.find("add(x, -1)") != std::string::npos) f.add(comm.rank(), "sub(-1, uint8 x) gives sub(x, c)'s hint: " + from_neg);
-    need("sub(uint8 x, -1)", msg([&] { return sc::sub(xu8, -1); }), {"sub(x, 1) rather than add(x, -1)"});
+    need("sub(uint8 x, -1)", msg([&] { return sc::sub(xu8, -1); }), {"add(x, 1) rather than sub(x, -1)"});
+    need("add(uint8 x, -1)", msg([&] { return sc::add(xu8, -1); }), {"sub(x, 1) rather than add(x, -1)"});
     need("scale(int x, 0.5)", msg([&] { return sc::scale(xi, 0.5); }), {"shardcast::scale: x has integer elements and the factor 0.5"});
     // integer partials
     const auto pi = sc::redistribute(xi, sc::runtime_layout::parse("S(0),P(sum)"));

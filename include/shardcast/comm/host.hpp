@@ -379,10 +379,9 @@ struct group_state : shardcast::detail::in_process_group {
     for (std::size_t i = 0; i < static_cast<std::size_t>(size) * static_cast<std::size_t>(size); ++i) delete channels[i].load(std::memory_order_acquire);
   }
 
- private:
+  /// Entries of the queue of small broadcasts (one when queued broadcasts are off).
   static constexpr std::size_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
 };
-
 
 /// Whether [a, a + na) and [b, b + nb) share an element.
 template <class T>
@@ -768,7 +767,7 @@ class communicator {
     const std::uint64_t t = me.bcasts++;
     const std::uint64_t seq = me.seq.load(std::memory_order_relaxed);
     if (size() == 1) return true;
-    constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
+    constexpr std::uint64_t depth = detail::group_state::depth;
     auto& e = g_->bq[static_cast<std::size_t>(t % depth)];
     const auto mine = [&] { return bcast_call(count, dtype_of<T>::value, root); };
     if (rank_ == root) {
@@ -849,7 +848,7 @@ class communicator {
   /// collective (whose meeting would compare the calls); else null. Only asked while the
   /// direct broadcast waits for its peers.
   detail::bcast_entry* queued_instead(std::uint64_t b, std::uint64_t seq) const {
-    constexpr std::uint64_t depth = SHARDCAST_HOST_BCAST_DEPTH > 0 ? SHARDCAST_HOST_BCAST_DEPTH : 1;
+    constexpr std::uint64_t depth = detail::group_state::depth;
     detail::bcast_entry& e = g_->bq[static_cast<std::size_t>(b % depth)];
     if (e.ticket.load(std::memory_order_acquire) != b + 1 || e.seq != seq) return nullptr;
     return g_->ranks[static_cast<std::size_t>(e.root)].seq.load(std::memory_order_acquire) == seq ? &e : nullptr;
@@ -1088,7 +1087,8 @@ class communicator {
         ch.taken = h + 1;
         ch.wake();
         if (g_->world->aborted.load(std::memory_order_acquire)) g_->throw_aborted(where);
-        throw comm_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(peer) + " withdrew its message of " +
+        // A consequence of that rank's failure, not a cause: run() prefers the cause.
+        throw shardcast::detail::abandoned_error("shardcast::host::" + std::string(where) + ": rank " + std::to_string(peer) + " withdrew its message of " +
                          std::to_string(sent) + " " + to_string(sent_type) + " to rank " + std::to_string(rank_) +
                          " before this receive took it: that rank failed (its own exception says why)");
       }

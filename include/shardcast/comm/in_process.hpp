@@ -107,11 +107,8 @@ struct in_process_world {
   }
   /// Rank r's function has returned normally. Everything the rank did before (its counts of
   /// collectives, its messages) happens before a waiter's has_returned(r) that sees it.
-  void mark_returned(int r) {
-    if (r < 0 || r >= ranks) return;
-    returned[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
-    returns.fetch_add(1, std::memory_order_release);
-  }
+  /// The waiters parked in a meeting are woken, so that their stop checks see it at once.
+  inline void mark_returned(int r);
   /// Has rank r's function returned? (acquire: what it did before is then visible.)
   bool has_returned(int r) const {
     return r >= 0 && r < ranks && returns.load(std::memory_order_relaxed) > 0 &&
@@ -271,6 +268,14 @@ struct in_process_group {
     return true;
   }
 };
+
+inline void in_process_world::mark_returned(int r) {
+  if (r < 0 || r >= ranks) return;
+  returned[static_cast<std::size_t>(r)].store(true, std::memory_order_release);
+  returns.fetch_add(1, std::memory_order_release);
+  std::lock_guard lk(m);
+  for (in_process_group* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
+}
 
 inline void in_process_world::abort(const std::string& why) {
   std::lock_guard lk(m);

@@ -19,10 +19,11 @@
 /// MPI_ERR_TRUNCATE on some ranks, wait forever, or, for large counts, write past the
 /// smaller buffers. With `shardcast::mpi::check_calls` on (the environment variable
 /// SHARDCAST_MPI_CHECK_CALLS=1, or set by the program on every rank), every collective
-/// first gathers each rank's (collective, element type, count, op, root) in one small
-/// MPI_Allgather and, if they differ, throws comm_error on every rank listing each rank's
-/// call, before any data moves. It costs one extra small collective per call: a debugging
-/// aid, off by default.
+/// (barrier and split included) first gathers each rank's (collective, element type, count,
+/// op, root) in one small MPI_Allgather and, if they differ, throws comm_error on every rank
+/// naming rank 0's call and each rank whose call differs, before any data moves. It costs
+/// one extra small collective per call: a debugging aid, off by default. Point-to-point
+/// calls are not checked (send and recv already compare what arrived).
 ///
 /// Failures: `shardcast::mpi::run(f)` runs `f` on MPI_COMM_WORLD and turns an exception on
 /// any rank into a message on stderr and `MPI_Abort`, so peers blocked in a collective
@@ -32,6 +33,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -52,11 +54,12 @@ namespace shardcast::mpi {
 
 /// Compare every collective's arguments across the ranks before running it (see the file
 /// comment). Every rank must use the same value. Initialised from the environment variable
-/// SHARDCAST_MPI_CHECK_CALLS (on unless unset, empty or "0").
-inline bool check_calls = [] {
+/// SHARDCAST_MPI_CHECK_CALLS (on unless unset, empty or "0"). Atomic (read relaxed), as an
+/// overlap worker thread may make collectives while the program sets it.
+inline std::atomic<bool> check_calls{[] {
   const char* v = std::getenv("SHARDCAST_MPI_CHECK_CALLS");
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
-}();
+}()};
 
 namespace detail {
 
@@ -419,7 +422,10 @@ class communicator {
     SHARDCAST_MPI_TRY(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE));
   }
 
-  void barrier() { SHARDCAST_MPI_TRY(MPI_Barrier(c())); }
+  void barrier() {
+    check_call<std::int8_t>(call::barrier, 0);
+    SHARDCAST_MPI_TRY(MPI_Barrier(c()));
+  }
 
   /// Throws comm_error, naming `who`, unless MPI's thread level `level` lets a second thread
   /// of the process make MPI calls (MPI_THREAD_SERIALIZED or MPI_THREAD_MULTIPLE), as the
@@ -442,6 +448,7 @@ class communicator {
   /// A negative color gives the null communicator. The result owns its MPI_Comm.
   communicator split(int color, int key) const {
     MPI_Comm out = MPI_COMM_NULL;
+    check_call<std::int8_t>(call::split, 0);
     SHARDCAST_MPI_TRY(MPI_Comm_split(c(), color < 0 ? MPI_UNDEFINED : color, key, &out));
     communicator r;
     if (out == MPI_COMM_NULL) return r;
@@ -459,7 +466,7 @@ class communicator {
  private:
   static constexpr int tag = 0x5c;
 
-  enum class call : std::int64_t { all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast };
+  enum class call : std::int64_t { all_reduce, all_gather, reduce_scatter, all_to_all, all_to_allv, broadcast, barrier, split };
   static const char* name(call k) {
     switch (k) {
       case call::all_reduce: return "all_reduce";
@@ -468,46 +475,53 @@ class communicator {
       case call::all_to_all: return "all_to_all";
       case call::all_to_allv: return "all_to_allv";
       case call::broadcast: return "broadcast";
+      case call::barrier: return "barrier";
+      case call::split: return "split";
     }
     return "?";
   }
 
   /// With check_calls: gathers every rank's (collective, element type, count, op, root) in
-  /// one MPI_Allgather and throws comm_error on every rank, listing each rank's call, if
-  /// they differ (op only for reductions, root only for broadcast).
+  /// one MPI_Allgather and throws comm_error on every rank if they differ, naming rank 0's
+  /// call and every rank whose call differs from it (the first 16), so the odd rank out is
+  /// named however many ranks there are. Element type and count only for the collectives
+  /// that move data, op only for reductions, root only for broadcast.
   template <class T>
   void check_call(call k, std::size_t count, reduce_op op = reduce_op::sum, int root = 0) const {
-    if (!check_calls) return;
+    if (!check_calls.load(std::memory_order_relaxed)) return;
     constexpr int w = 5;
-    const bool reduces = k == call::all_reduce || k == call::reduce_scatter;
-    const std::int64_t mine[w] = {static_cast<std::int64_t>(k), static_cast<std::int64_t>(dtype_of<std::remove_cv_t<T>>::value),
-                                  static_cast<std::int64_t>(count), reduces ? static_cast<std::int64_t>(op) : -1,
-                                  k == call::broadcast ? root : -1};
+    const bool data = k != call::barrier && k != call::split, reduces = k == call::all_reduce || k == call::reduce_scatter;
+    const std::int64_t mine[w] = {static_cast<std::int64_t>(k), data ? static_cast<std::int64_t>(dtype_of<std::remove_cv_t<T>>::value) : -1,
+                                  data && k != call::all_to_allv ? static_cast<std::int64_t>(count) : -1,
+                                  reduces ? static_cast<std::int64_t>(op) : -1, k == call::broadcast ? root : -1};
     std::vector<std::int64_t> all(static_cast<std::size_t>(size_) * w);
     SHARDCAST_MPI_TRY(MPI_Allgather(mine, w, MPI_INT64_T, all.data(), w, MPI_INT64_T, c()));
-    bool same = true;
-    for (std::size_t i = w; i < all.size() && same; ++i) same = all[i] == all[i % w];
-    if (same) return;
-    std::string msg = "shardcast::mpi: the ranks' calls differ (checked because shardcast::mpi::check_calls is on):";
-    for (int q = 0; q < size_; ++q) {
-      if (q == 16 && size_ > 17) {
-        msg += " ... (" + std::to_string(size_ - 16) + " ranks more)";
-        break;
-      }
+    auto differs = [&](int q) { return !std::equal(all.begin(), all.begin() + w, all.begin() + static_cast<std::ptrdiff_t>(q) * w); };
+    int odd = 0;
+    for (int q = 1; q < size_; ++q) odd += differs(q) ? 1 : 0;
+    if (odd == 0) return;
+    auto describe = [&](int q) {
       const std::int64_t* v = all.data() + static_cast<std::size_t>(q) * w;
-      msg += std::string(q ? "; " : " ") + "rank " + std::to_string(q) + ": ";
-      if (v[0] < 0 || v[0] > static_cast<std::int64_t>(call::broadcast)) {
-        msg += "?";
-        continue;
+      std::string d = "rank " + std::to_string(q) + ": ";
+      if (v[0] < 0 || v[0] > static_cast<std::int64_t>(call::split)) return d + "?";
+      d += std::string(name(static_cast<call>(v[0]))) + "(";
+      std::string args;
+      auto arg = [&](const std::string& a) { args += (args.empty() ? "" : ", ") + a; };
+      if (v[2] >= 0) arg("count=" + std::to_string(v[2]));
+      if (v[1] >= 0) arg(to_string(static_cast<dtype>(v[1])));
+      if (v[3] >= 0) arg(to_string(static_cast<reduce_op>(v[3])));
+      if (v[4] >= 0) arg("root=" + std::to_string(v[4]));
+      return d + args + ")";
+    };
+    std::string msg = "shardcast::mpi: the ranks' calls differ (checked because shardcast::mpi::check_calls is on): " + describe(0);
+    int listed = 0;
+    for (int q = 1; q < size_ && listed < 16; ++q)
+      if (differs(q)) {
+        msg += "; " + describe(q);
+        ++listed;
       }
-      const auto kq = static_cast<call>(v[0]);
-      msg += std::string(name(kq)) + "(";
-      if (kq != call::all_to_allv) msg += "count=" + std::to_string(v[2]) + ", ";
-      msg += to_string(static_cast<dtype>(v[1]));
-      if (v[3] >= 0) msg += std::string(", ") + to_string(static_cast<reduce_op>(v[3]));
-      if (v[4] >= 0) msg += ", root=" + std::to_string(v[4]);
-      msg += ")";
-    }
+    if (odd > listed) msg += "; and " + std::to_string(odd - listed) + " more ranks whose call differs from rank 0's";
+    if (size_ - 1 > odd) msg += " (the other " + std::to_string(size_ - 1 - odd) + " ranks call what rank 0 calls)";
     throw comm_error(msg);
   }
 

@@ -257,8 +257,9 @@ class rank_barrier {
   /// that a rank it waits for will not come). A rank that does not pass has withdrawn its
   /// arrival. The caller checks `aborted` before arriving, if it must.
   /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`;
-  /// `stop()` is asked only after that, while yielding and between sleeps, which last at
-  /// most 5 ms when there is a `stop` (nothing wakes a sleeper when it turns true).
+  /// `stop()` is asked only after that, while yielding and before each sleep: a sleep lasts
+  /// at most a second, and whoever makes `stop()` true should wake the parked waiters
+  /// (wake_parked) if it must be seen at once.
   template <class Stop = no_stop>
   outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
                           std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin,
@@ -320,7 +321,6 @@ class rank_barrier {
                 int pauses, Stop stop) {
     using clock = std::chrono::steady_clock;
     constexpr bool stoppable = CanGiveUp && !std::is_same_v<Stop, no_stop>;
-    const auto nap = stoppable ? std::chrono::milliseconds(5) : std::chrono::milliseconds(1000);
     if (pause_until([&] { return passed(gen); }, pauses)) return outcome::passed;
     const auto start = clock::now();
     const auto deadline = deadline_after(start, timeout);
@@ -345,9 +345,11 @@ class rank_barrier {
       // `parked` (both seq_cst), so either we see the new generation or it sees us and
       // signals under park_m, which we hold until wait_until releases it. An abort sets the
       // flag (seq_cst) before wake_parked takes park_m, likewise. (Each sleep is at most a
-      // second, or `nap`, so a deadline at the clock's end is never handed to the wait itself.)
-      if (!passed(gen, std::memory_order_seq_cst) && !(CanGiveUp && aborted.load(std::memory_order_seq_cst)))
-        park_cv_.wait_until(lk, now + nap < deadline ? now + nap : deadline);
+      // second, so a deadline at the clock's end is never handed to the wait itself.)
+      // `stop()` is asked again under park_m: whoever makes it true and then takes park_m
+      // (wake_parked) either made its change before this check, or wakes this sleep.
+      if (!passed(gen, std::memory_order_seq_cst) && !(CanGiveUp && aborted.load(std::memory_order_seq_cst)) && !(stoppable && stop()))
+        park_cv_.wait_until(lk, now + std::chrono::seconds(1) < deadline ? now + std::chrono::seconds(1) : deadline);
       parked_.fetch_sub(1, std::memory_order_relaxed);
     }
   }

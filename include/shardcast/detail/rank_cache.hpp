@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -391,8 +392,35 @@ class runtime_plan_cache {
   }
   std::size_t size() const { return entries_.size(); }
 
+  /// Conversions of a tensor to its own layout that the ranks have compared (layout and
+  /// extents): they have no plan, and are kept apart from the plans so that they neither
+  /// push plans out nor lengthen their lookups. At most `capacity`; the one found moves to
+  /// the end, where the search starts, and the least recently used is dropped first.
+  bool agreed_identity(const runtime_layout& l, const std::int64_t* ext, int rank) {
+    for (auto it = identities_.rbegin(); it != identities_.rend(); ++it)
+      if (it->rank == rank && it->l == l && std::equal(ext, ext + rank, it->ext)) {
+        if (it != identities_.rbegin()) std::rotate(std::prev(it.base()), it.base(), identities_.end());
+        return true;
+      }
+    return false;
+  }
+  void add_identity(const runtime_layout& l, const std::int64_t* ext, int rank) {
+    if (identities_.size() == capacity) identities_.erase(identities_.begin());
+    identity i;
+    i.l = l;
+    i.rank = rank;
+    std::copy(ext, ext + rank, i.ext);
+    identities_.push_back(i);
+  }
+
  private:
+  struct identity {
+    runtime_layout l;
+    int rank = 0;
+    std::int64_t ext[SHARDCAST_MAX_RANK]{};
+  };
   std::vector<std::unique_ptr<entry>> entries_;
+  std::vector<identity> identities_;
 };
 
 /// make_plan's run-time plans, shared by every rank of the process. The ranks of a host or

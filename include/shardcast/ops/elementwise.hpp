@@ -1444,6 +1444,8 @@ auto shift_for(const char* who, const runtime_layout& l, S c) {
     expect_whole_scalar<T>(who, "scalar", c,
                            "a whole number in the element type's range (c - x wraps, so for an unsigned type -1 - x is "
                            "sub(std::numeric_limits<T>::max(), x))");
+  else if constexpr (Form == shift_form::minus)
+    expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, add(x, 1) rather than sub(x, -1))");
   else
     expect_whole_scalar<T>(who, "scalar", c, "a whole number in the element type's range (for an unsigned type, sub(x, 1) rather than add(x, -1))");
   const auto f = [c] {

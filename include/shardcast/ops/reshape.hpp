@@ -92,8 +92,8 @@ inline constexpr bool flatten_dims_ok = 0 <= First && First <= Last && Last < R;
 /// run is its outer dim's piece times `inner`. Only a layout that shards dim `d` can fail,
 /// and only a tensor with elements (an empty one has nothing to place). Throws layout_error
 /// naming a failing rank.
-template <class Mesh, std::size_t RM, std::size_t RS>
-void check_merged_pieces(const char* who, const Mesh& m, const runtime_layout& lm, const std::array<std::int64_t, RM>& em,
+template <class Who, class Mesh, std::size_t RM, std::size_t RS>
+void check_merged_pieces(const Who& who, const Mesh& m, const runtime_layout& lm, const std::array<std::int64_t, RM>& em,
                          const runtime_layout& ls, const std::array<std::int64_t, RS>& es, int d, std::int64_t inner, bool x_merged) {
   bool sharded = false;
   for (int a = 0; a < lm.naxes; ++a) sharded = sharded || lm[a].is_shard(d);
@@ -112,7 +112,7 @@ void check_merged_pieces(const char* who, const Mesh& m, const runtime_layout& l
     std::string coord = "(";
     for (int a = 0; a < Mesh::naxes; ++a) coord += (a ? ", " : "") + std::to_string(c[static_cast<std::size_t>(a)]);
     const std::string ds = std::to_string(d);
-    throw layout_error(std::string(who) + ": layout \"" + to_string(x_merged ? lm : ls) + "\" on a " + describe_mesh(m) + ": dim " + ds +
+    throw layout_error(who() + ": layout \"" + to_string(x_merged ? lm : ls) + "\" on a " + describe_mesh(m) + ": dim " + ds +
                        " is sharded and its pieces do not stay balanced pieces: the rank at mesh coordinates " + coord +
                        ") holds elements " + range(x_merged ? m0 : s0, x_merged ? m1 : s1) + " of the merged extent " +
                        std::to_string(em[static_cast<std::size_t>(d)]) + ", but the result's layout gives it " +
@@ -168,11 +168,12 @@ auto flatten(const dtensor<T, R, L, Mesh>& x) {
   using LY = typename std::conditional_t<dyn || !dims_ok, std::type_identity<std::conditional_t<dyn, dynamic_layout, L>>,
                                          flatten_layout<L, R, First, Last>>::type;
   detail::require_mesh(x.mesh(), "shardcast::flatten");
-  const std::string who = "shardcast::flatten<" + std::to_string(First) + ", " + std::to_string(Last) + ">";  // (in every message)
+  // The call's name in messages, made only when one is thrown (flatten is otherwise free).
+  const auto who = [] { return "shardcast::flatten<" + std::to_string(First) + ", " + std::to_string(Last) + ">"; };
   const detail::reshape_verdict v = detail::flatten_rules(x.layout(), First, Last);
   if constexpr (dyn)
     if (v.bad_axis >= 0)
-      throw layout_error(who + ": layout \"" + to_string(x.layout()) +
+      throw layout_error(who() + ": layout \"" + to_string(x.layout()) +
                          "\": mesh axis " + std::to_string(v.bad_axis) + " shards dim " + std::to_string(x.layout()[v.bad_axis].dim) +
                          ", a merged dim after the first, so a rank's piece would not be one run of the merged dim; redistribute that "
                          "dim to replicate on that axis first, or transpose it to the front of the merged dims");
@@ -183,7 +184,7 @@ auto flatten(const dtensor<T, R, L, Mesh>& x) {
   for (int d = 0; d < RY; ++d)
     ey[static_cast<std::size_t>(d)] = d < First ? ex[static_cast<std::size_t>(d)] : d > First ? ex[static_cast<std::size_t>(d + Last - First)]
                                                                                               : ex[static_cast<std::size_t>(First)] * inner;
-  detail::check_merged_pieces(who.c_str(), x.mesh(), v.out, ey, x.layout(), ex, First, inner, false);
+  detail::check_merged_pieces(who, x.mesh(), v.out, ey, x.layout(), ex, First, inner, false);
   const box b = local_box(v.out, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
   return detail::handle_of<dtensor<T, RY, LY, Mesh>>(x.mesh(), ey, x.owner(), x.data(), b, v.out);
 }
@@ -203,7 +204,7 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
   constexpr bool dyn = detail::is_dynamic_v<L>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, unflatten_layout<L, D, static_cast<int>(N)>>::type;
   detail::require_mesh(x.mesh(), "shardcast::unflatten");
-  const std::string who = "shardcast::unflatten<" + std::to_string(D) + ">";  // (in every message)
+  const auto who = [] { return "shardcast::unflatten<" + std::to_string(D) + ">"; };  // (made only when thrown)
   const auto& ex = x.global_extents();
   const std::int64_t n = ex[static_cast<std::size_t>(D)];
   std::array<std::int64_t, N> s = sizes;
@@ -234,7 +235,7 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
   if (why) {
     std::string given = "{";
     for (std::size_t i = 0; i < N; ++i) given += (i ? ", " : "") + std::to_string(sizes[i]);
-    throw layout_error(who + ": sizes " + given + "} do not split dim " + std::to_string(D) +
+    throw layout_error(who() + ": sizes " + given + "} do not split dim " + std::to_string(D) +
                        " of extent " + std::to_string(n) + ": " + why);
   }
   const runtime_layout ly = detail::unflatten_rules(x.layout(), D, static_cast<int>(N));
@@ -243,10 +244,10 @@ auto unflatten(const dtensor<T, R, L, Mesh>& x, const std::array<std::int64_t, N
     ey[static_cast<std::size_t>(d)] = d < D ? ex[static_cast<std::size_t>(d)]
                                       : d < D + static_cast<int>(N) ? s[static_cast<std::size_t>(d - D)]
                                                                     : ex[static_cast<std::size_t>(d - static_cast<int>(N) + 1)];
-  detail::checked_volume(ey, who.c_str());  // the new extents' non-zero product fits, as for any tensor
+  detail::checked_volume(ey, "shardcast::unflatten");  // the new extents' non-zero product fits, as for any tensor
   std::int64_t inner = 1;
   for (std::size_t i = 1; i < N; ++i) inner *= s[i];
-  detail::check_merged_pieces(who.c_str(), x.mesh(), x.layout(), ex, ly, ey, D, inner, true);
+  detail::check_merged_pieces(who, x.mesh(), x.layout(), ex, ly, ey, D, inner, true);
   const box b = local_box(ly, x.mesh().shape().data(), x.mesh().coords().data(), ey.data(), RY);
   return detail::handle_of<dtensor<T, RY, LY, Mesh>>(x.mesh(), ey, x.owner(), x.data(), b, ly);
 }
