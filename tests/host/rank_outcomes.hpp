@@ -18,7 +18,7 @@ inline const shardcast::host::options opts{std::chrono::milliseconds(2000)};
 /// Runs f on n ranks; returns what each rank threw ("" if nothing), prefixed with
 /// "layout_error: " when the exception had that type.
 template <class F>
-std::vector<std::string> outcomes(int n, F f) {
+std::vector<std::string> outcomes(int n, F f, const shardcast::host::options& run_options = opts) {
   std::vector<std::string> out(static_cast<std::size_t>(n));
   std::mutex mu;
   shardcast::host::run(
@@ -35,7 +35,7 @@ std::vector<std::string> outcomes(int n, F f) {
         std::lock_guard lk(mu);
         out[static_cast<std::size_t>(c.rank())] = what;
       },
-      opts);
+      run_options);
   return out;
 }
 

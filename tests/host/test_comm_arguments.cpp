@@ -14,33 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "rank_outcomes.hpp"
+
 namespace sc = shardcast;
 
 namespace {
-/// Runs f on n ranks (each rank's outcome: "" or what it threw) with a short timeout.
-template <class F>
-std::vector<std::string> outcomes(int n, F f) {
-  std::vector<std::string> out(static_cast<std::size_t>(n));
-  std::mutex mu;
-  sc::host::run(
-      n,
-      [&](sc::host::communicator& c) {
-        std::string what;
-        try {
-          f(c);
-        } catch (const sc::layout_error& e) {
-          what = std::string("layout_error: ") + e.what();
-        } catch (const std::exception& e) {
-          what = std::string("other: ") + e.what();
-        }
-        std::lock_guard lk(mu);
-        out[static_cast<std::size_t>(c.rank())] = what;
-      },
-      sc::host::options{std::chrono::milliseconds(5000)});
-  return out;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using outcome_testing::contains;
+using outcome_testing::outcomes;
 
 /// Rank r's element i of a chunk meant for rank q: distinct for every (r, q, i).
 double value(int r, int q, std::size_t i) { return 1000.0 * r + 100.0 * q + static_cast<double>(i); }
