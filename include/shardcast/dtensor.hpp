@@ -88,6 +88,29 @@ class dtensor {
   static constexpr int rank = R;
 
   dtensor() = default;
+  dtensor(const dtensor&) = default;
+  dtensor& operator=(const dtensor&) = default;
+  /// Moving hands every handle over and leaves `o` empty, as a default-constructed tensor
+  /// (as a tensor given up to an operator is left): no mesh, no data pointer, no extents, so
+  /// a moved-from handle cannot be read as a view of storage it no longer keeps alive.
+  dtensor(dtensor&& o) noexcept
+      : mesh_(std::move(o.mesh_)), global_(o.global_), owner_(std::move(o.owner_)), data_(o.data_), off_(o.off_), ext_(o.ext_),
+        layout_(o.layout_) {
+    o.clear();
+  }
+  dtensor& operator=(dtensor&& o) noexcept {
+    if (this != &o) {
+      mesh_ = std::move(o.mesh_);
+      global_ = o.global_;
+      owner_ = std::move(o.owner_);
+      data_ = o.data_;
+      off_ = o.off_;
+      ext_ = o.ext_;
+      layout_ = o.layout_;
+      o.clear();
+    }
+    return *this;
+  }
   /// Wraps `data` (the local piece, owned by `owner` or by the caller when `owner` is empty).
   dtensor(Mesh m, const std::array<std::int64_t, static_cast<std::size_t>(R)>& global, std::shared_ptr<T> owner, T* data,
           const runtime_layout& l = detail::layout_holder<Layout>::value())
@@ -195,7 +218,7 @@ class dtensor {
   /// up (an rvalue) hands them to its result.
   std::pair<Mesh, std::shared_ptr<T>> take() noexcept {
     std::pair<Mesh, std::shared_ptr<T>> r(std::move(mesh_), std::move(owner_));
-    *this = dtensor();
+    clear();
     return r;
   }
 
@@ -222,6 +245,16 @@ class dtensor {
       throw layout_error("shardcast::dtensor: the tensor has layout \"" + to_string(l) + "\" but the static layout is \"" +
                          to_string(Layout::desc) + "\"; redistribute it to that layout first (redistribute<L>(x), with L the layout type " +
                          "of \"" + to_string(Layout::desc) + "\", plans at run time and returns a tensor of layout L)");
+  }
+  /// Back to the state of a default-constructed tensor.
+  void clear() noexcept {
+    mesh_ = Mesh();
+    global_ = {};
+    owner_.reset();
+    data_ = nullptr;
+    off_ = {};
+    ext_ = {};
+    layout_ = detail::layout_holder<Layout>{};
   }
   void set_box(const box& b) {
     for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) off_[d] = b.off[d], ext_[d] = b.ext[d];

@@ -325,6 +325,7 @@ dtensor<std::remove_const_t<T>, R, To, Mesh> redistribute(const dtensor<T, R, Fr
       return redistribute<To>(y, s);
     }
   } else if constexpr (ps.p[0].nsteps == 0) {
+    detail::require_mesh(x.mesh(), "shardcast::redistribute");  // (as every other form: an empty x is refused)
     return dtensor<T, R, To, Mesh>(x.mesh(), x.global_extents(), x.owner(), x.data(), x.local_box());
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);
@@ -360,6 +361,7 @@ dtensor<T, R, To, Mesh> redistribute(dtensor<T, R, From, Mesh>&& x, typename Mes
   using Y = dtensor<T, R, To, Mesh>;
   const std::array<std::int64_t, static_cast<std::size_t>(R)> ext = x.global_extents();
   if constexpr (ps.p[0].nsteps == 0) {
+    detail::require_mesh(x.mesh(), "shardcast::redistribute");
     return detail::take_as<Y>(x, To::desc);
   } else {
     const detail::plan_geometry& g = detail::static_geometry<To>(x);

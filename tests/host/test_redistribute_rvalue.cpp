@@ -229,3 +229,41 @@ TEST_CASE("to_global of a given-up tensor: every layout on 1- and 2-axis meshes,
   });
   f.report();
 }
+
+TEST_CASE("a moved-from tensor is empty, and every redistribute of an empty tensor throws, the same-layout ones too") {
+  // Moving leaves the source as a default-constructed tensor: no data pointer or extents
+  // that would read as a view of storage it no longer keeps alive.
+  std::vector<std::string> bad;
+  sc::host::run(2, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 1>{2});
+    using L = sc::layout<sc::shard<0>>;
+    auto x = sc::distribute<L>(m, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}, std::array<std::int64_t, 1>{8});
+    auto y = std::move(x);
+    const bool emptied = x.data() == nullptr && x.local_size() == 0 && !x.owns() && x.mesh().state() == nullptr &&  // NOLINT(bugprone-use-after-move)
+                         x.global_extents()[0] == 0 && x.local().extent(0) == 0;
+    sc::dtensor<float, 1, L, decltype(m)> z;
+    z = std::move(y);
+    const bool assigned_emptied = y.data() == nullptr && y.local_size() == 0 && y.mesh().state() == nullptr && z.local_size() == 4 &&  // NOLINT(bugprone-use-after-move)
+                                  z.data() != nullptr && z.local()[0] == (c.rank() == 0 ? 1.0f : 5.0f);
+    // Every form throws layout_error on an empty tensor, the ones whose plan has no step too.
+    int threw = 0;
+    auto count = [&](auto&& call) {
+      try {
+        call();
+      } catch (const sc::layout_error&) {
+        ++threw;
+      }
+    };
+    count([&] { (void)sc::redistribute<L>(x); });
+    count([&] { (void)sc::redistribute<sc::layout<sc::replicate>>(x); });
+    count([&] { (void)sc::redistribute<L>(std::move(x)); });
+    sc::dtensor<float, 1, sc::dynamic_layout, decltype(m)> d;
+    count([&] { (void)sc::redistribute(d, sc::runtime_layout::parse("S(0)")); });
+    if (c.rank() == 0) {
+      if (!emptied) bad.push_back("a move-constructed-from tensor kept its data pointer or extents");
+      if (!assigned_emptied) bad.push_back("a move-assigned-from tensor kept its data pointer or extents, or the target is wrong");
+      if (threw != 4) bad.push_back("only " + std::to_string(threw) + " of 4 redistributes of an empty tensor threw layout_error");
+    }
+  });
+  for (const auto& b : bad) FAIL_CHECK(b);
+}
