@@ -184,3 +184,45 @@ TEST_CASE("host::run rethrows a rank's timeout, not the abandoned errors of the 
   CHECK(other == 0);
   CHECK(timed_out == 30);
 }
+
+TEST_CASE("a broadcast over the eager limit whose root queued a small one late is told at once, not after a sleep or the timeout") {
+  // Rank 1 asks for 1000 floats (a meeting), the root for 10 (queued) 300 ms later, when
+  // rank 1 sleeps in the meeting; the root then stays busy. The root wakes rank 1, which
+  // throws naming both calls well before its next check a second later, and before the
+  // 1.5 s timeout.
+  using clock_type = std::chrono::steady_clock;
+  clock_type::time_point queued{}, thrown{};
+  std::string what;
+  std::mutex mu;
+  try {
+    sc::host::run(
+        2,
+        [&](sc::host::communicator& c) {
+          std::vector<float> b(1000, 1.0f);
+          if (c.rank() == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            c.broadcast(b.data(), 10, 0);
+            {
+              std::lock_guard lk(mu);
+              queued = clock_type::now();
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+            return;
+          }
+          try {
+            c.broadcast(b.data(), 1000, 0);
+          } catch (const sc::comm_error& e) {
+            std::lock_guard lk(mu);
+            thrown = clock_type::now();
+            what = e.what();
+            throw;
+          }
+        },
+        sc::host::options{std::chrono::milliseconds(1500)});
+  } catch (const sc::comm_error&) {
+  }
+  CAPTURE(what);
+  CHECK(contains(what, "broadcast(count=1000, float, root=0)"));
+  CHECK(contains(what, "broadcast(count=10, float, root=0)"));
+  CHECK(std::chrono::duration<double>(thrown - queued).count() < 0.5);  // (left asleep: about 0.7 s)
+}

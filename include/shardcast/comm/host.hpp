@@ -803,6 +803,10 @@ class communicator {
       e.left.store(size() - 1, std::memory_order_relaxed);
       e.ticket.store(t + 1, std::memory_order_seq_cst);
       e.notify_lock_free();
+      // A peer whose call of this broadcast was over the eager limit may sleep in the
+      // group's meeting, where its stop check looks for this entry (queued_instead): wake it
+      // (only when someone sleeps there, so a matched broadcast pays one load).
+      if (g_->bar.has_parked()) g_->bar.wake_parked();
       return true;
     }
     // Wait for the broadcast, unless its root has gone on to a later collective without it.
@@ -850,7 +854,8 @@ class communicator {
   detail::bcast_entry* queued_instead(std::uint64_t b, std::uint64_t seq) const {
     constexpr std::uint64_t depth = detail::group_state::depth;
     detail::bcast_entry& e = g_->bq[static_cast<std::size_t>(b % depth)];
-    if (e.ticket.load(std::memory_order_acquire) != b + 1 || e.seq != seq) return nullptr;
+    // seq_cst: against the root's ticket store and its load of the barrier's parked count.
+    if (e.ticket.load(std::memory_order_seq_cst) != b + 1 || e.seq != seq) return nullptr;
     return g_->ranks[static_cast<std::size_t>(e.root)].seq.load(std::memory_order_acquire) == seq ? &e : nullptr;
   }
 
@@ -1242,7 +1247,7 @@ void run(int nranks, F&& f, options opt = {}) {
   for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
   body(0);
   for (auto& t : threads) t.join();
-  if (failure.first) std::rethrow_exception(failure.first);
+  if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);
   std::string undelivered = group->undelivered();
   group.reset();
   if (undelivered.empty()) {

@@ -64,16 +64,17 @@ class abandoned_error : public comm_error {
 /// record its abandoned_error first.)
 struct run_failure {
   std::mutex m;
-  std::exception_ptr first;
-  bool abandoned = false;  ///< `first` is an abandoned_error
-  /// Records the exception being handled (call inside a catch block).
+  std::exception_ptr cause, abandoned;  ///< the first of each kind; each set once
+  /// Records the exception being handled (call inside a catch block). Nothing recorded is
+  /// released before the run's threads have ended (the exception objects are shared with
+  /// the threads that threw them).
   void record_current(bool is_abandoned) {
     std::lock_guard lk(m);
-    if (!first || (abandoned && !is_abandoned)) {
-      first = std::current_exception();
-      abandoned = is_abandoned;
-    }
+    std::exception_ptr& slot = is_abandoned ? abandoned : cause;
+    if (!slot) slot = std::current_exception();
   }
+  /// What the run rethrows: the first cause, else the first abandoned_error (null if none).
+  std::exception_ptr first() const { return cause ? cause : abandoned; }
   static bool is_abandoned(const std::exception& e) { return dynamic_cast<const abandoned_error*>(&e) != nullptr; }
 };
 
@@ -227,9 +228,9 @@ struct in_process_group {
     const auto deadline = deadline_after(clock::now(), world->timeout);
     while (!ready()) {
       throw_if_aborted(where, std::memory_order_seq_cst);
+      if (stop()) return false;  // (before the deadline: a stop that came during the last sleep wins)
       const auto now = clock::now();
       if (now >= deadline) throw_timeout(where);
-      if (stop()) return false;
       // Announce the sleep, then check once more. In the seq_cst order, a notify_lock_free
       // either reads the announcement (and its taking of the mutex waits until this thread
       // sleeps), or made its increment of `changes` before this load of it, which then

@@ -525,7 +525,7 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
     });
   }
   for (auto& t : threads) t.join();
-  if (failure.first) std::rethrow_exception(failure.first);
+  if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);
 }
 
 }  // namespace shardcast::p2p

@@ -259,7 +259,8 @@ class rank_barrier {
   /// Waiters pause `pauses` times (see pause_count), then spin by time for `spin_for`;
   /// `stop()` is asked only after that, while yielding and before each sleep: a sleep lasts
   /// at most a second, and whoever makes `stop()` true should wake the parked waiters
-  /// (wake_parked) if it must be seen at once.
+  /// (wake_parked) if it must be seen at once. `stop()` is also asked with the park mutex
+  /// held, so it must not take a lock (atomic loads only).
   template <class Stop = no_stop>
   outcome arrive_and_wait(const std::atomic<bool>& aborted, std::chrono::milliseconds timeout,
                           std::chrono::nanoseconds spin_for = std::chrono::nanoseconds{0}, int pauses = barrier_tuning::spin,
@@ -279,6 +280,10 @@ class rank_barrier {
     if (!arrive(gen)) (void)await<false>(gen, never, std::chrono::milliseconds::max(), spin_for, pauses, no_stop{});
   }
 
+  /// Whether a waiter is parked (or about to park) here; seq_cst, against the waiter's
+  /// announcement, so that a change made before this load and not seen by the waiter's last
+  /// check is followed by wake_parked.
+  bool has_parked() const { return parked_.load(std::memory_order_seq_cst) > 0; }
   /// Wakes every waiter parked here (call after setting the abort flag).
   void wake_parked() {
     { std::lock_guard lk(park_m_); }
@@ -336,9 +341,9 @@ class rank_barrier {
     while (true) {
       if (passed(gen)) return outcome::passed;
       if (CanGiveUp && aborted.load(std::memory_order_acquire)) return give_up(gen, outcome::aborted);
+      if (stoppable && stop()) return give_up(gen, outcome::stopped);  // (before the deadline: a stop that came during the last sleep wins)
       const auto now = clock::now();
       if (CanGiveUp && now >= deadline) return give_up(gen, outcome::timed_out);
-      if (stoppable && stop()) return give_up(gen, outcome::stopped);
       std::unique_lock lk(park_m_);
       parked_.fetch_add(1, std::memory_order_seq_cst);
       // Checked after announcing ourselves: the releaser stores the generation, then reads
