@@ -1,8 +1,9 @@
 #pragma once
 /// @file explain.hpp
 /// `explain(plan, shape, extents[, element_size])`: a readable description of a plan, one
-/// line per step with the axes, the layouts around it and the bytes the busiest rank sends,
-/// on the mesh shape and global extents given. `explain<T>(plan, shape, extents)` describes
+/// line per step with the axes, the layouts around it and the bytes the busiest rank of the
+/// step sends, on the mesh shape and global extents given, then their sum (the plan's cost;
+/// the busiest ranks of two steps may differ, so no single rank need send all of it). `explain<T>(plan, shape, extents)` describes
 /// the plan as it runs on elements of type T (its size, and how integer means reduce).
 
 #include <string>
@@ -46,7 +47,7 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
     s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +
          ", " + std::to_string(static_cast<long long>(e * static_cast<double>(element_size) + 0.5)) + " bytes/rank\n";
   }
-  s += "  total: " + std::to_string(static_cast<long long>(total * static_cast<double>(element_size) + 0.5)) + " bytes sent per rank (busiest rank)\n";
+  s += "  total: " + std::to_string(static_cast<long long>(total * static_cast<double>(element_size) + 0.5)) + " bytes, the sum over the steps of each step's busiest rank\n";
   return s;
 }
 

@@ -214,6 +214,10 @@ TEST_CASE("explain's total is the sum of its steps on the shape it is given, for
   const std::string s = sc::explain(p, shape, ext, 4);
   CHECK_MESSAGE(s.find("48 bytes/rank") != std::string::npos, s);
   CHECK_MESSAGE(s.find("total: 48 bytes") != std::string::npos, s);
+  // The total is a sum over steps whose busiest ranks may differ: the line says so, and does
+  // not claim one rank sends it all.
+  CHECK_MESSAGE(s.find("total: 48 bytes, the sum over the steps of each step's busiest rank") != std::string::npos, s);
+  CHECK_MESSAGE(s.find("per rank (busiest rank)") == std::string::npos, s);
   // Every candidate of a static plan set: the total line is the sum of the step lines.
   const sc::plan_set& ps = sc::static_plans<sc::layout<sc::partial<>, sc::replicate>, sc::layout<sc::shard<0>, sc::replicate>, 2>;
   for (int c = 0; c < ps.n; ++c) {
