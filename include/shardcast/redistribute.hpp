@@ -497,6 +497,22 @@ std::string explain(const dtensor<T, R, From, Mesh>& x, const runtime_layout& to
 }
 
 namespace detail {
+/// The comparison of a dynamic conversion x.layout() -> to across the mesh's ranks
+/// (agree_on_arguments with redistribute's words), `err` this rank's own verdict on `to`.
+template <class T, int R, class Mesh>
+void agree_on_conversion(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const std::string& err, const char* who,
+                         typename Mesh::stream_type s) {
+  const runtime_layout& from = x.layout();
+  agree_on_arguments(x.mesh(), x.global_extents(),
+                     {agreed_layout{&from, "the ranks' tensors have different layouts", "holds a tensor of layout",
+                                    "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
+                      agreed_layout{&to, "the ranks passed different target layouts", "passed",
+                                    "pass the same target layout on every rank"}},
+                     err, who, s,
+                     agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
+                                    "every rank must pass its piece of the same tensor"});
+}
+
 /// The first redistribute of a conversion on this rank (x's layout -> `to` for x's
 /// extents, not in the mesh's plan cache): collective over the mesh. The ranks compare x's
 /// layout, `to`, x's global extents and their own verdicts on `to` in one small all_reduce
@@ -511,15 +527,7 @@ template <class T, int R, class Mesh>
                                                                   const char* who, typename Mesh::stream_type s) {
   plan p;
   const std::string err = local_verdict([&] { p = shared_runtime_plan(x, to, who); });
-  const runtime_layout& from = x.layout();
-  agree_on_arguments(x.mesh(), x.global_extents(),
-                     {agreed_layout{&from, "the ranks' tensors have different layouts", "holds a tensor of layout",
-                                    "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
-                      agreed_layout{&to, "the ranks passed different target layouts", "passed",
-                                    "pass the same target layout on every rank"}},
-                     err, who, s,
-                     agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
-                                    "every rank must pass its piece of the same tensor"});
+  agree_on_conversion(x, to, err, who, s);
   return x.mesh().cache().plans.insert(x.global_extents().data(), R, p, make_geometry(x.mesh(), p.steps, p.nsteps, x.global_extents().data(), R));
 }
 
@@ -530,15 +538,8 @@ template <class T, int R, class Mesh>
 /// runtime_plan_cache (agreed_identity), so later calls cost a short lookup.
 template <class T, int R, class Mesh>
 [[gnu::cold]] void agree_identity(const dtensor<T, R, dynamic_layout, Mesh>& x, const char* who, typename Mesh::stream_type s) {
-  const runtime_layout& l = x.layout();
-  agree_on_arguments(x.mesh(), x.global_extents(),
-                     {agreed_layout{&l, "the ranks' tensors have different layouts", "holds a tensor of layout",
-                                    "every rank must pass its piece of the same tensor (a make_view on each rank with the same layout)"},
-                      agreed_layout{&l, "the ranks passed different target layouts", "passed", "pass the same target layout on every rank"}},
-                     std::string{}, who, s,
-                     agreed_extents{"the ranks' tensors have different global extents", "holds a tensor of extents",
-                                    "every rank must pass its piece of the same tensor"});
-  x.mesh().cache().plans.add_identity(l, x.global_extents().data(), R);
+  agree_on_conversion(x, x.layout(), std::string{}, who, s);
+  x.mesh().cache().plans.add_identity(x.layout(), x.global_extents().data(), R);
 }
 
 /// The cached run-time plan x.layout() -> to for x's mesh and extents (on first use on this
