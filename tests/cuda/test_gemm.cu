@@ -12,8 +12,10 @@
 #include <shardcast/mesh.hpp>
 #include <shardcast/ops/matmul.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cuda_testing.hpp"
@@ -145,6 +147,59 @@ TEST_CASE("cublas_gemm rejects row strides shorter than a row" * doctest::test_s
 }
 
 namespace {
+// The strided-batch form against host_gemm's, matrix by matrix: each operand stepping one
+// matrix per product or repeating one (stride 0), padded rows and padded batch strides,
+// accumulate, an empty contraction, a batch of one and of none.
+template <class T>
+void batched_suite() {
+  using sc::gemm_op;
+  cudaStream_t s;
+  SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+  sc::device::cublas_gemm g(s);
+  struct shape {
+    std::int64_t m, n, k, batch;
+  };
+  for (gemm_op ta : {gemm_op::n, gemm_op::t})
+    for (gemm_op tb : {gemm_op::n, gemm_op::t})
+      for (const shape& sh : {shape{3, 5, 4, 6}, shape{17, 9, 33, 3}, shape{2, 3, 0, 4}, shape{4, 2, 3, 1}, shape{4, 2, 3, 0}})
+        for (bool a_repeats : {false, true})
+          for (bool b_repeats : {false, true})
+            for (bool acc : {false, true}) {
+              const std::int64_t m = sh.m, n = sh.n, k = sh.k, batch = sh.batch, pad = 2, gap = 5;
+              CAPTURE(int(ta)); CAPTURE(int(tb)); CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(batch); CAPTURE(a_repeats);
+              CAPTURE(b_repeats); CAPTURE(acc);
+              const std::int64_t a_rows = ta == gemm_op::n ? m : k, a_cols = ta == gemm_op::n ? k : m;
+              const std::int64_t b_rows = tb == gemm_op::n ? k : n, b_cols = tb == gemm_op::n ? n : k;
+              const std::int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+              const std::int64_t sa = a_repeats ? 0 : a_rows * lda + gap, sb = b_repeats ? 0 : b_rows * ldb + gap, scc = m * ldc + gap;
+              const auto na = std::size_t(std::max<std::int64_t>(1, sa * batch + a_rows * lda)),
+                         nb = std::size_t(std::max<std::int64_t>(1, sb * batch + b_rows * ldb)),
+                         nc = std::size_t(std::max<std::int64_t>(1, scc * batch));
+              std::vector<double> ha(na), hb(nb), hc(nc);
+              for (std::size_t i = 0; i < na; ++i) ha[i] = double(int(i % 5) - 2);
+              for (std::size_t i = 0; i < nb; ++i) hb[i] = double(int((i * 3) % 5) - 2);
+              for (std::size_t i = 0; i < nc; ++i) hc[i] = double(int(i % 3) - 1);
+              std::vector<double> want = hc;
+              for (std::int64_t i = 0; i < batch; ++i)
+                sc::host_gemm{}(ta, tb, m, n, k, ha.data() + i * sa, lda, hb.data() + i * sb, ldb, want.data() + i * scc, ldc, acc);
+              std::vector<T> ta_(na), tb_(nb), tc_(nc);
+              for (std::size_t i = 0; i < na; ++i) ta_[i] = from_i<T>(int(ha[i]));
+              for (std::size_t i = 0; i < nb; ++i) tb_[i] = from_i<T>(int(hb[i]));
+              for (std::size_t i = 0; i < nc; ++i) tc_[i] = from_i<T>(int(hc[i]));
+              device_buffer<T> da(na), db(nb), dc(nc);
+              da.put(ta_);
+              db.put(tb_);
+              dc.put(tc_);
+              g(ta, tb, m, n, k, da.p, lda, sa, db.p, ldb, sb, dc.p, ldc, scc, batch, acc);
+              SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+              const auto got = dc.get();
+              std::size_t bad = 0;  // the products, and the padding and gaps untouched
+              for (std::size_t i = 0; i < nc; ++i) bad += to_d(got[i]) != want[i];
+              CHECK(bad == 0);
+            }
+  SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+}
+
 // LA and LB are layout types, or sc::dynamic_layout with the layouts given as text (then
 // C has a dynamic_layout too, checked against `lc`).
 template <class LA, class LB, class Comm>
@@ -173,6 +228,73 @@ void check_matmul(Comm& c, cudaStream_t s, const char* la = "", const char* lb =
   CHECK(sc::to_global(prod, s) == want);
 }
 }  // namespace
+
+TEST_CASE_TEMPLATE("cublas_gemm's strided-batch form matches host_gemm matrix by matrix" * doctest::skip(no_device()), T, float, double,
+                   __half, __nv_bfloat16) {
+  batched_suite<T>();
+}
+
+// No device needed: the batch is checked before cuBLAS is called.
+TEST_CASE("cublas_gemm's strided-batch form rejects negative strides and overlapping C matrices" * doctest::test_suite("host_only")) {
+  sc::device::cublas_gemm g(static_cast<cublasHandle_t>(nullptr), cudaStream_t{});
+  float* p = nullptr;
+  const auto n = sc::gemm_op::n;
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 3, -12, p, 5, 15, p, 5, 20, 2, false), sc::layout_error);
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 3, 12, p, 5, -1, p, 5, 20, 2, false), sc::layout_error);
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 3, 12, p, 5, 15, p, 5, 19, 2, false), sc::layout_error);  // C spans 20
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 3, 12, p, 5, 15, p, 5, 0, 2, false), sc::layout_error);
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 2, 12, p, 5, 15, p, 5, 20, 2, false), sc::layout_error);  // A's row is 3 long
+  CHECK_THROWS_AS(g(n, n, 4, 5, 3, p, 3, 12, p, 5, 15, p, 5, 20, -1, false), sc::layout_error);
+  CHECK_NOTHROW(g(n, n, 4, 5, 3, p, 3, 0, p, 5, 0, p, 5, 20, 0, false));  // an empty batch: nothing to do
+}
+
+namespace {
+// A [x, h, m, k] @ B [h, k, n] and Q K^T [b, h, s, d] on a 2x2 mesh: C's batched pieces go
+// through the strided-batch form (stride 0 where a rank's piece holds one matrix of B).
+template <class Comm>
+void check_batched_matmul(Comm& c, cudaStream_t s) {
+  using R = sc::replicate;
+  auto mesh = sc::make_mesh(c, std::array<int, 2>{2, 2});
+  const std::int64_t x = 3, h = 3, m = 5, k = 4, n = 3;  // uneven over both axes
+  std::vector<float> ga(std::size_t(x * h * m * k)), gb(std::size_t(h * k * n)), want(std::size_t(x * h * m * n), 0.f);
+  for (std::size_t i = 0; i < ga.size(); ++i) ga[i] = float(int(i % 5) - 2);
+  for (std::size_t i = 0; i < gb.size(); ++i) gb[i] = float(int(i % 3) - 1);
+  for (std::int64_t xi = 0; xi < x; ++xi)
+    for (std::int64_t hi = 0; hi < h; ++hi)
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j)
+          for (std::int64_t p = 0; p < k; ++p)
+            want[std::size_t(((xi * h + hi) * m + i) * n + j)] +=
+                ga[std::size_t(((xi * h + hi) * m + i) * k + p)] * gb[std::size_t((hi * k + p) * n + j)];
+  auto a = sc::distribute<sc::layout<sc::shard<0>, sc::shard<1>>>(mesh, ga, std::array<std::int64_t, 4>{x, h, m, k}, s);
+  auto b = sc::distribute<sc::layout<R, sc::shard<0>>>(mesh, gb, std::array<std::int64_t, 3>{h, k, n}, s);
+  auto prod = sc::matmul(a, b, s);
+  static_assert(std::is_same_v<typename decltype(prod)::layout_type, sc::layout<sc::shard<0>, sc::shard<1>>>);
+  CHECK(sc::to_global(prod, s) == want);
+  // Q K^T per (batch, head), Q and K [2, 3, 4, 6] with the heads split over axis 1.
+  const std::int64_t bq = 2, hq = 3, sq = 4, d = 6;
+  std::vector<float> gq(std::size_t(bq * hq * sq * d)), gk(gq.size()), ws(std::size_t(bq * hq * sq * sq), 0.f);
+  for (std::size_t i = 0; i < gq.size(); ++i) gq[i] = float(int(i % 7) - 3);
+  for (std::size_t i = 0; i < gk.size(); ++i) gk[i] = float(int(i % 4) - 2);
+  for (std::int64_t e = 0; e < bq * hq; ++e)
+    for (std::int64_t i = 0; i < sq; ++i)
+      for (std::int64_t j = 0; j < sq; ++j)
+        for (std::int64_t p = 0; p < d; ++p) ws[std::size_t((e * sq + i) * sq + j)] += gq[std::size_t((e * sq + i) * d + p)] * gk[std::size_t((e * sq + j) * d + p)];
+  auto q = sc::distribute<sc::layout<R, sc::shard<1>>>(mesh, gq, std::array<std::int64_t, 4>{bq, hq, sq, d}, s);
+  auto kk = sc::distribute<sc::layout<R, sc::shard<1>>>(mesh, gk, std::array<std::int64_t, 4>{bq, hq, sq, d}, s);
+  CHECK(sc::to_global(sc::matmul<sc::gemm_op::n, sc::gemm_op::t>(q, kk, s), s) == ws);
+}
+}  // namespace
+
+TEST_CASE("batched matmul(a, b, stream) on device dtensors of a 2x2 p2p mesh matches the global products" * doctest::skip(no_device())) {
+  sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {
+    cudaStream_t s;
+    SHARDCAST_CUDA_TRY(cudaStreamCreate(&s));
+    check_batched_matmul(c, s);
+    SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
+    SHARDCAST_CUDA_TRY(cudaStreamDestroy(s));
+  });
+}
 
 TEST_CASE("matmul(a, b, stream) on device dtensors of a 2x2 p2p mesh matches the global product" * doctest::skip(no_device())) {
   sc::p2p::run(4, {0}, [](sc::p2p::communicator& c) {

@@ -280,3 +280,18 @@ TEST_CASE("gemm_strides_valid rejects row strides shorter than a row") {
   CHECK(dd::gemm_strides_valid(gemm_op::n, gemm_op::n, 0, 5, 3, 0, 5, 0));        // empty A and C
   CHECK_FALSE(dd::gemm_strides_valid(gemm_op::n, gemm_op::n, -1, 5, 3, 3, 5, 5));
 }
+
+TEST_CASE("gemm_batch_valid: strides not negative, C's matrices apart; A and B may repeat") {
+  // C is 4 x 5 with row stride 6: one C spans (4-1)*6 + 5 = 23 elements.
+  CHECK(dd::gemm_batch_valid(4, 5, 6, 12, 15, 23, 3));
+  CHECK(dd::gemm_batch_valid(4, 5, 6, 0, 0, 24, 3));         // A and B repeated
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, 12, 15, 22, 3));  // C_0's last row meets C_1's first
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, 12, 15, 0, 2));   // every product writes one C
+  CHECK(dd::gemm_batch_valid(4, 5, 6, 12, 15, 0, 1));         // one product: no stride is used
+  CHECK(dd::gemm_batch_valid(0, 5, 6, 12, 15, 0, 3));         // empty Cs
+  CHECK(dd::gemm_batch_valid(4, 5, 6, 12, 15, 23, 0));
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, -1, 15, 23, 3));
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, 12, -15, 23, 3));
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, 12, 15, -23, 1));
+  CHECK_FALSE(dd::gemm_batch_valid(4, 5, 6, 12, 15, 23, -1));
+}

@@ -12,9 +12,11 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <ostream>
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/matmul.hpp>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -450,4 +452,115 @@ TEST_CASE("broadcast matmul calls the GEMM hook once per batch element of C's pi
     want.insert(want.end(), ci.begin(), ci.end());
   }
   CHECK(got == want);
+}
+
+// A GEMM functor with the strided-batch form (ops/gemm.hpp) as well as the transposed one:
+// records each call and computes it with host_gemm's transposed form matrix by matrix.
+struct batch_call {
+  int rank;
+  std::int64_t batch, stride_a, stride_b, stride_c;
+  std::ptrdiff_t off_a, off_b, off_c;  // from the start of the rank's local pieces
+  const double *a, *b, *c;
+  bool operator==(const batch_call& o) const {
+    return std::tie(rank, batch, stride_a, stride_b, stride_c, off_a, off_b, off_c) ==
+           std::tie(o.rank, o.batch, o.stride_a, o.stride_b, o.stride_c, o.off_a, o.off_b, o.off_c);
+  }
+};
+std::ostream& operator<<(std::ostream& os, const batch_call& x) {
+  return os << "rank " << x.rank << ": batch " << x.batch << ", strides " << x.stride_a << "," << x.stride_b << "," << x.stride_c
+            << ", offsets " << x.off_a << "," << x.off_b << "," << x.off_c;
+}
+
+struct batch_recorder {
+  std::mutex* mu;
+  std::vector<batch_call>* calls;
+  int* single;  // calls of the one-matrix form
+  int rank;
+  void operator()(sc::gemm_op ta, sc::gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                  const double* b, std::int64_t ldb, double* c, std::int64_t ldc, bool acc) const {
+    {
+      std::lock_guard lk(*mu);
+      ++*single;
+    }
+    sc::host_gemm{}(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, acc);
+  }
+  void operator()(sc::gemm_op ta, sc::gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const double* a, std::int64_t lda,
+                  std::int64_t sa, const double* b, std::int64_t ldb, std::int64_t sb, double* c, std::int64_t ldc, std::int64_t scc,
+                  std::int64_t batch, bool acc) const {
+    {
+      std::lock_guard lk(*mu);
+      calls->push_back({rank, batch, sa, sb, scc, 0, 0, 0, a, b, c});
+    }
+    for (std::int64_t i = 0; i < batch; ++i) sc::host_gemm{}(ta, tb, m, n, k, a + i * sa, lda, b + i * sb, ldb, c + i * scc, ldc, acc);
+  }
+};
+
+/// matmul<OA, OB> of `s` on a 1-axis mesh of `ranks` with a batch_recorder: checks C against
+/// the reference and returns the calls by rank, in C's order.
+template <sc::gemm_op OA, sc::gemm_op OB, class LA, class LB, int RA, int RB>
+std::vector<batch_call> batched_calls(int ranks, const shapes<RA, RB>& s, int& single) {
+  std::mutex mu;
+  std::vector<batch_call> calls;
+  const operands<RA, RB> o(s, OA, OB);
+  std::vector<double> got;
+  sc::host::run(ranks, [&](sc::host::communicator& comm) {
+    const int r = comm.rank();
+    auto mesh = sc::make_mesh(comm, std::array<int, 1>{ranks});
+    auto a = sc::distribute<LA>(mesh, o.a, s.stored_a(OA));
+    auto b = sc::distribute<LB>(mesh, o.b, s.stored_b(OB));
+    auto c = sc::matmul<OA, OB>(a, b, batch_recorder{&mu, &calls, &single, r});
+    {
+      std::lock_guard lk(mu);
+      for (auto& x : calls)
+        if (x.rank == r) {
+          x.off_a = x.a - a.data();
+          x.off_b = x.b - b.data();
+          x.off_c = x.c - c.data();
+        }
+    }
+    auto g = sc::to_global(c);
+    if (r == 0) got = g;
+  });
+  CHECK(got == o.c);
+  std::sort(calls.begin(), calls.end(), [](const batch_call& x, const batch_call& y) { return std::tie(x.rank, x.off_c) < std::tie(y.rank, y.off_c); });
+  return calls;
+}
+
+void same_calls(const std::vector<batch_call>& got, const std::vector<batch_call>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == want[i]);
+}
+
+TEST_CASE("matmul calls a GEMM functor's strided-batch form once per run of evenly spaced matrices, stride 0 for a broadcast operand") {
+  int single = 0;
+  // A [x=3, h=2, m=2, k=3] @ B [h=2, k=3, n=4], x split 2 + 1: rank 0 has 4 of C's matrices,
+  // B's 2 repeat, so two calls of 2 (B from its start each time); rank 1 one call of 2.
+  const shapes<4, 3> s43{{3, 2}, 2, 3, 4};
+  std::vector<batch_call> want = {{0, 2, 6, 12, 8, 0, 0, 0, nullptr, nullptr, nullptr},
+                                  {0, 2, 6, 12, 8, 12, 0, 16, nullptr, nullptr, nullptr},
+                                  {1, 2, 6, 12, 8, 0, 0, 0, nullptr, nullptr, nullptr}};
+  same_calls(batched_calls<N, N, sc::layout<S0>, sc::layout<R>>(2, s43, single), want);
+  // The same with B read transposed (stored [h, n, k]): the strides are the matrices' sizes.
+  same_calls(batched_calls<N, T, sc::layout<S0>, sc::layout<R>>(2, s43, single), want);
+  // A [m=2, k=3] read transposed @ B [4, k=3, n=5] on one rank: one call of 4, A's stride 0.
+  const shapes<2, 3> s23{{4}, 2, 3, 5};
+  want = {{0, 4, 0, 15, 10, 0, 0, 0, nullptr, nullptr, nullptr}};
+  same_calls(batched_calls<T, N, sc::layout<R>, sc::layout<R>>(1, s23, single), want);
+  // A [h=3, m=2, k=2] @ B [b=2, h=3, k=2, n=3], h split 2 + 1 in both: rank 0 has C [2, 2, 2, 3],
+  // A's 2 matrices repeat (two calls of 2, A from its start each time); rank 1 has C [2, 1, 2, 3]
+  // and one matrix of A (stride 0, one call of 2).
+  const shapes<3, 4> s34{{2, 3}, 2, 2, 3};
+  want = {{0, 2, 4, 6, 6, 0, 0, 0, nullptr, nullptr, nullptr},
+          {0, 2, 4, 6, 6, 0, 12, 12, nullptr, nullptr, nullptr},
+          {1, 2, 0, 6, 6, 0, 0, 0, nullptr, nullptr, nullptr}};
+  same_calls(batched_calls<N, N, sc::layout<S0>, sc::layout<S1>>(2, s34, single), want);
+  // Q K^T, Q [3, 2, 4] and K [3, 5, 4] with the batch split 2 + 1: one call per rank (rank 1's
+  // batch of one reads one matrix of each: strides 0).
+  const shapes<3, 3> s33{{3}, 2, 4, 5};
+  want = {{0, 2, 8, 20, 10, 0, 0, 0, nullptr, nullptr, nullptr}, {1, 1, 0, 0, 10, 0, 0, 0, nullptr, nullptr, nullptr}};  // one matrix each
+  same_calls(batched_calls<N, T, sc::layout<S0>, sc::layout<S0>>(2, s33, single), want);
+  // A matrix B with A not transposed stays one call of the transposed form over A's rows.
+  const shapes<3, 2> s32{{3}, 2, 3, 4};
+  CHECK(batched_calls<N, N, sc::layout<S0>, sc::layout<R>>(2, s32, single).empty());
+  CHECK(single == 2);
 }

@@ -1,13 +1,15 @@
 #pragma once
 /// @file cuda/gemm.hpp
 /// `device::cublas_gemm`: the local-GEMM hook of ops/gemm.hpp on device memory, with cuBLAS
-/// (`cublasGemmEx_64`), and the default GEMM of `matmul(a, b, stream)` on device meshes.
+/// (`cublasGemmEx_64`, and `cublasGemmStridedBatchedEx_64` for the strided-batch form), and
+/// the default GEMM of `matmul(a, b, stream)` on device meshes.
 ///
 /// Both call forms of the hook are provided, row-major like every shardcast buffer:
 /// @code
 ///   sc::device::cublas_gemm g(stream);                                   // owns a handle, bound to `stream`
 ///   g(m, n, k, d_a, k, d_b, n, d_c, n);                                  // C = A * B
 ///   g(sc::gemm_op::t, sc::gemm_op::n, i, o, t, d_x, i, d_dy, o, d_dw, o, true);  // dW += X^T * dY
+///   g(sc::gemm_op::n, sc::gemm_op::t, s, s, d, d_q, d, s * d, d_k, d, s * d, d_s, s, s * s, h, false);  // S_i = Q_i K_i^T, i < h
 ///   auto c = sc::matmul(a, b, stream);                                   // device dtensors: cuBLAS on `stream`
 /// @endcode
 /// Row-major operands are passed to column-major cuBLAS by computing C^T = op(B)^T op(A)^T
@@ -181,14 +183,73 @@ class cublas_gemm {
     }
     const detail::column_major_gemm g = detail::to_column_major(ta, tb, m, n, k, lda, ldb, ldc);
     const typename tt::scalar alpha = 1, beta = accumulate ? 1 : 0;
-    cublasComputeType_t compute = tt::compute;
-    if constexpr (std::is_same_v<std::remove_cv_t<T>, float>)
-      if (o_.allow_tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    const cublasComputeType_t compute = compute_type<T>();
     auto call = [&] {
       SHARDCAST_CUBLAS_TRY(cublasGemmEx_64(h_.get(), g.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_y ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n,
                                            g.k, &alpha, b, tt::data, g.ldx, a, tt::data, g.ldy, &beta, c, tt::data, g.ldc, compute,
                                            CUBLAS_GEMM_DEFAULT));
     };
+    run(call);
+  }
+
+  /// The strided batch (ops/gemm.hpp): for i < batch, C_i = op(A_i) * op(B_i) (or +=) with
+  /// X_i = x + i * stride_x, in one cublasGemmStridedBatchedEx_64 call; a stride of 0 reads
+  /// one matrix for every i (cuBLAS allows it for A and B). `matmul` calls this form for its
+  /// batched and broadcast products.
+  /// @throws layout_error if a row stride is shorter than its row, a stride is negative or
+  ///         C's matrices overlap; cuda_error if cuBLAS fails.
+  template <class T>
+  void operator()(gemm_op ta, gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, std::int64_t stride_a,
+                  const T* b, std::int64_t ldb, std::int64_t stride_b, T* c, std::int64_t ldc, std::int64_t stride_c, std::int64_t batch,
+                  bool accumulate) const {
+    using tt = detail::cublas_types<std::remove_cv_t<T>>;
+    static_assert(tt::supported,
+                  "shardcast::device::cublas_gemm: the element type must be float, double, __half or __nv_bfloat16; "
+                  "convert the operands to one of these or pass your own GEMM functor.");
+    SHARDCAST_EXPECTS(detail::gemm_strides_valid(ta, tb, m, n, k, lda, ldb, ldc) &&
+                          detail::gemm_batch_valid(m, n, ldc, stride_a, stride_b, stride_c, batch),
+                      "shardcast::device::cublas_gemm: bad strided batch (m=" + std::to_string(m) + ", n=" + std::to_string(n) +
+                          ", k=" + std::to_string(k) + ", lda=" + std::to_string(lda) + ", ldb=" + std::to_string(ldb) +
+                          ", ldc=" + std::to_string(ldc) + ", strides " + std::to_string(stride_a) + ", " + std::to_string(stride_b) +
+                          ", " + std::to_string(stride_c) + ", batch=" + std::to_string(batch) +
+                          "); row strides must be at least the stored row length, batch strides not negative, and C's "
+                          "matrices must not overlap (stride_c >= (m-1)*ldc + n)");
+    if (m == 0 || n == 0 || batch == 0) return;
+    if (batch == 1) return (*this)(ta, tb, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+    if (k == 0) {  // empty sums: each C = 0, or unchanged
+      if (!accumulate) {
+        if (stride_c == m * ldc)  // the matrices follow each other: one block of batch * m rows
+          SHARDCAST_CUDA_TRY(cudaMemset2DAsync(c, std::size_t(ldc) * sizeof(T), 0, std::size_t(n) * sizeof(T), std::size_t(batch * m), s_));
+        else
+          for (std::int64_t i = 0; i < batch; ++i)
+            SHARDCAST_CUDA_TRY(cudaMemset2DAsync(c + i * stride_c, std::size_t(ldc) * sizeof(T), 0, std::size_t(n) * sizeof(T),
+                                                 std::size_t(m), s_));
+      }
+      return;
+    }
+    // C^T_i = op(B_i)^T op(A_i)^T: cuBLAS's first operand is B (with B's batch stride).
+    const detail::column_major_gemm g = detail::to_column_major(ta, tb, m, n, k, lda, ldb, ldc);
+    const typename tt::scalar alpha = 1, beta = accumulate ? 1 : 0;
+    const cublasComputeType_t compute = compute_type<T>();
+    auto call = [&] {
+      SHARDCAST_CUBLAS_TRY(cublasGemmStridedBatchedEx_64(h_.get(), g.trans_x ? CUBLAS_OP_T : CUBLAS_OP_N, g.trans_y ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                                         g.m, g.n, g.k, &alpha, b, tt::data, g.ldx, stride_b, a, tt::data, g.ldy,
+                                                         stride_a, &beta, c, tt::data, g.ldc, stride_c, batch, compute,
+                                                         CUBLAS_GEMM_DEFAULT));
+    };
+    run(call);
+  }
+
+ private:
+  template <class T>
+  cublasComputeType_t compute_type() const {
+    if constexpr (std::is_same_v<std::remove_cv_t<T>, float>)
+      if (o_.allow_tf32) return CUBLAS_COMPUTE_32F_FAST_TF32;
+    return detail::cublas_types<std::remove_cv_t<T>>::compute;
+  }
+  /// Runs `call` on this functor's stream: a borrowed handle's settings are put back after.
+  template <class F>
+  void run(F& call) const {
     if (borrowed_) {
       detail::handle_scope scope(h_.get(), s_);
       call();
@@ -198,7 +259,6 @@ class cublas_gemm {
     }
   }
 
- private:
   std::shared_ptr<cublasContext> h_;
   cudaStream_t s_ = nullptr;
   options o_{};

@@ -235,4 +235,15 @@ SHARDCAST_HOST_DEVICE constexpr bool gemm_strides_valid(gemm_op ta, gemm_op tb, 
   return a_ok && b_ok && c_ok;
 }
 
+/// True when a strided batch of `batch` GEMMs (ops/gemm.hpp) is well formed: no stride is
+/// negative, and C's matrices (m x n, row stride ldc) do not overlap, which would make the
+/// products race: for more than one, stride_c is at least the span of one C, (m-1)*ldc + n.
+/// A and B may repeat (stride 0: one matrix for every product).
+SHARDCAST_HOST_DEVICE constexpr bool gemm_batch_valid(std::int64_t m, std::int64_t n, std::int64_t ldc, std::int64_t stride_a,
+                                                      std::int64_t stride_b, std::int64_t stride_c, std::int64_t batch) {
+  if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) return false;
+  if (batch <= 1 || m == 0 || n == 0) return true;
+  return stride_c >= (m - 1) * ldc + n;
+}
+
 }  // namespace shardcast::device::detail

@@ -10,6 +10,15 @@
 /// gemm_op::t (transposed), and lda/ldb/ldc are the row strides of A, B and C as stored
 /// (A stored k x m when ta == t). Device backends pass their own functor (cuBLAS).
 ///
+/// A functor may also take a strided batch (as cuBLAS's GemmStridedBatched), which
+/// `matmul` then prefers for its batched and broadcast products (fewer, larger calls):
+/// @code
+///   g(ta, tb, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, stride_c, batch, accumulate);
+/// @endcode
+/// the product above for each i < batch on the matrices a + i * stride_a, b + i * stride_b
+/// and c + i * stride_c. A stride of 0 reads one matrix for every i (an operand broadcast
+/// over the batch); C's matrices do not overlap.
+///
 /// Example: the weight gradient of Y = X W with X [t, i] and dY [t, o] is
 /// dW = X^T dY, i.e. `g(gemm_op::t, gemm_op::n, i, o, t, x, i, dy, o, dw, o, false)`.
 
@@ -63,6 +72,15 @@ struct host_gemm {
               }
             }
         }
+  }
+
+  /// The strided batch: for i < batch, C_i = op(A_i) * op(B_i) (or +=), X_i = x + i * stride_x.
+  template <class T>
+  void operator()(gemm_op ta, gemm_op tb, std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, std::int64_t stride_a,
+                  const T* b, std::int64_t ldb, std::int64_t stride_b, T* c, std::int64_t ldc, std::int64_t stride_c, std::int64_t batch,
+                  bool accumulate) const {
+    for (std::int64_t i = 0; i < batch; ++i)
+      (*this)(ta, tb, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, c + i * stride_c, ldc, accumulate);
   }
 };
 

@@ -253,6 +253,12 @@ inline constexpr bool gemm_transposed_v = std::is_invocable_v<G, gemm_op, gemm_o
                                                               std::int64_t, const T*, std::int64_t, T*, std::int64_t, bool>;
 template <class T, class G>
 inline constexpr bool gemm_callable_v = gemm_plain_v<T, G> || gemm_transposed_v<T, G>;
+/// Whether G also takes a strided batch, g(ta, tb, m, n, k, a, lda, stride_a, b, ldb,
+/// stride_b, c, ldc, stride_c, batch, accumulate) (ops/gemm.hpp).
+template <class T, class G>
+inline constexpr bool gemm_strided_batched_v =
+    std::is_invocable_v<G, gemm_op, gemm_op, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, std::int64_t, const T*,
+                        std::int64_t, std::int64_t, T*, std::int64_t, std::int64_t, std::int64_t, bool>;
 
 /// The GEMM functor matmul calls: `g` itself (a reference), or a copy of a const one
 /// whose call operator is not const (as when matmul took its functor by value).
@@ -302,7 +308,11 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 ///        the default is a host_gemm. Called as gemm(m, n, k, a, lda, b, ldb,
 ///        c, ldc) when neither operand is transposed and that form exists, else as
 ///        gemm(OpA, OpB, m, n, k, a, lda, b, ldb, c, ldc, false), once for A's flattened rows
-///        (a matrix B, A not transposed) or once per batch element of C's local piece;
+///        (a matrix B, A not transposed) or once per batch element of C's local piece; a
+///        functor with the strided-batch form (ops/gemm.hpp) is called that way instead for
+///        a batched or broadcast product: once, or (an operand with some of C's batch dims
+///        but not all) once per run of C's batch elements over which that operand's
+///        matrices are evenly spaced;
 ///        row-major pointers in the mesh's memory space, lda/ldb the row strides as stored;
 ///        it must overwrite c.
 ///        Device backends pass their own (e.g. a cuBLAS wrapper).
@@ -333,7 +343,10 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     static_assert(std::is_same_v<typename Mesh::memory_space, host_memory>,
                   "shardcast::matmul: the default GEMM runs on the host; pass a device GEMM functor as the third argument.");
   detail::expect_same_mesh(who, a.mesh(), b.mesh(), "A", "B");
-  const auto ea = detail::operand_extents(a.global_extents(), OpA), eb = detail::operand_extents(b.global_extents(), OpB);
+  // Two declarations: the arrays differ in length when RA != RB (one `auto` for both is
+  // ill-formed; GCC accepts it in a template, nvcc does not).
+  const auto ea = detail::operand_extents(a.global_extents(), OpA);
+  const auto eb = detail::operand_extents(b.global_extents(), OpB);
   constexpr int RC = std::max(RA, RB), kd = RA - 1;  // C's rank, A's contracted dim
   constexpr detail::matmul_dims dims(RA, RB);
   // The batch dims of both operands: C's dims from the later of the two operands' first.
@@ -397,7 +410,7 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     for (int d = 0; d < kd; ++d) rows *= ba.ext[d];
     call(rows, a.data(), b.data(), c.data());
   } else {
-    // One GEMM per batch element of C's piece. An operand's batch dims are the last of C's
+    // One GEMM per batch element of C's piece, or strided batches. An operand's batch dims are the last of C's
     // (right-aligned) with the same local extents, so in row-major order the element i of
     // C reads the operand's element i modulo the operand's local batch count: the same
     // matrix for every index along the dims it lacks.
@@ -408,8 +421,23 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
       if (d >= dims.lead_b) batches_b *= bc.ext[d];
     }
     const std::int64_t m = bc.ext[RC - 2], per_a = m * k, per_b = k * n, per_c = m * n;
-    for (std::int64_t i = 0; i < batches; ++i)
-      call(m, a.data() + i % batches_a * per_a, b.data() + i % batches_b * per_b, c.data() + i * per_c);
+    if constexpr (detail::gemm_strided_batched_v<T, G&>) {
+      // Strided batches: an operand with all of C's batch dims steps one matrix per element,
+      // one without any a stride of 0; one with some of them (a strict suffix, e.g.
+      // [heads, m, k] against C's [batch, heads, m, n]) steps through its own batch count and
+      // starts again, so each call covers that many elements. Both counts are products of
+      // suffixes of C's batch extents: the smaller divides the larger and `batches`.
+      std::int64_t run = batches;
+      if (batches_a > 1) run = std::min(run, batches_a);
+      if (batches_b > 1) run = std::min(run, batches_b);
+      const std::int64_t stride_a = batches_a > 1 ? per_a : 0, stride_b = batches_b > 1 ? per_b : 0;
+      for (std::int64_t i = 0; i < batches; i += run)
+        g(OpA, OpB, m, n, k, a.data() + i % batches_a * per_a, lda, stride_a, b.data() + i % batches_b * per_b, ldb, stride_b,
+          c.data() + i * per_c, n, per_c, run, false);
+    } else {
+      for (std::int64_t i = 0; i < batches; ++i)
+        call(m, a.data() + i % batches_a * per_a, b.data() + i % batches_b * per_b, c.data() + i * per_c);
+    }
   }
   return c;
 }
