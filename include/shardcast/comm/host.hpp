@@ -692,7 +692,7 @@ class communicator {
       const detail::p2p_entry& next = in.ring[in.taken % SHARDCAST_HOST_SEND_DEPTH];
       const auto either = [&] { return send_entry_free(ch) || next.turn.load(std::memory_order_seq_cst) == 2 * in.taken + 1; };
       // dest returned without taking its messages: the channel never has room again.
-      if (!wait_for(ch, either, "sendrecv", [&] { return g_->member_returned(dest) && !either(); })) throw unreceived(ch, dest, "sendrecv");
+      if (!wait_for(ch, either, "sendrecv", returned_without(dest, either))) throw unreceived(ch, dest, "sendrecv");
       if (!send_entry_free(ch)) {
         take(recv, recv_count, source, "sendrecv");
         received = true;
@@ -814,7 +814,7 @@ class communicator {
     const auto ready = [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; };
     // A root that returned without queueing this broadcast never will (its stores happen
     // before its return is seen: ready() is asked again after that).
-    if (!wait_on(e, ready, "broadcast", [&] { return g_->member_returned(root) && !ready(); }))
+    if (!wait_on(e, ready, "broadcast", returned_without(root, ready)))
       throw comm_error("shardcast::host: broadcast abandoned: " + returned_peer(root) + ", and this rank waits for it, the root of " + mine() +
                        " (this rank's broadcast number " + std::to_string(t) + " on the group, after " + std::to_string(seq) +
                        " other collectives) (every rank must call the same collectives)");
@@ -1005,7 +1005,7 @@ class communicator {
     const std::uint64_t t = ch.sent;
     detail::p2p_entry& e = ch.ring[t % SHARDCAST_HOST_SEND_DEPTH];
     const auto room = [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * t; };
-    if (!wait_for(ch, room, where, [&] { return g_->member_returned(peer) && !room(); }))  // the entry is free
+    if (!wait_for(ch, room, where, returned_without(peer, room)))  // the entry is free
       throw unreceived(ch, peer, where);
     e.count = count;
     e.type = dtype_of<T>::value;
@@ -1033,7 +1033,7 @@ class communicator {
     bool taken = false;
     const auto done = [&] { return e.state.load(std::memory_order_seq_cst) == detail::p2p_entry::done; };
     try {
-      taken = wait_for(ch, done, where, [&] { return g_->member_returned(peer) && !done(); });
+      taken = wait_for(ch, done, where, returned_without(peer, done));
     } catch (...) {
       withdraw(e);
       throw;
@@ -1070,7 +1070,7 @@ class communicator {
     const auto arrived = [&] { return e.turn.load(std::memory_order_seq_cst) == 2 * h + 1; };
     // A sender that returned with nothing more in the channel never sends again (its stores
     // happen before its return is seen: arrived() is asked again after that).
-    if (!wait_for(ch, arrived, where, [&] { return g_->member_returned(peer) && !arrived(); }))
+    if (!wait_for(ch, arrived, where, returned_without(peer, arrived)))
       throw comm_error("shardcast::host: " + std::string(where) + " abandoned: " + g_->member_name(peer) +
                        " returned from its function after sending " + std::to_string(h) + (h == 1 ? " message" : " messages") +
                        " to this rank on this group, and this rank waits for the " + ordinal(h + 1) + ", of " + std::to_string(count) + " " +
@@ -1107,6 +1107,14 @@ class communicator {
     ch.taken = h + 1;
     ch.wake();  // the sender may wait for the entry, or for its larger message to be copied
     if (!match) throw recv_mismatch<T>(count, peer, sent, sent_type, where);
+  }
+
+  /// The stop check of a wait for `peer`: it has returned from its function and `ready()`
+  /// is still false. Its stores happen before its return is seen, so ready() asked after
+  /// that is final: the wait can end, and the caller throws naming that rank.
+  template <class Ready>
+  auto returned_without(int peer, const Ready& ready) const {
+    return [this, peer, &ready] { return g_->member_returned(peer) && !ready(); };
   }
 
   /// Returns true once `ready()`; waits on `ch` as every wait does (spin, yield, sleep;
