@@ -5,9 +5,15 @@
 // rethrows when a rank times out: the timeout, not a peer's "abandoned" error it caused.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <fstream>
 #include <mutex>
 #include <shardcast/comm/host.hpp>
 #include <string>
@@ -112,6 +118,50 @@ TEST_CASE("all_reduce, all_gather, reduce_scatter and all_to_all refuse buffers 
       CAPTURE(got[r]);
       CHECK(contains(got[r], std::string("layout_error: ") + k.message));
     }
+  }
+}
+
+TEST_CASE("sendrecv refuses send and receive buffers that overlap, on both sides of the eager limit and to itself") {
+  for (const std::size_t count : {std::size_t{4}, std::size_t{2000}}) {  // 32 B and 16 KB
+    CAPTURE(count);
+    // A pairwise exchange in place: above the limit the peer would read this rank's send
+    // buffer while this rank's receive writes it.
+    auto got = outcomes(2, [&](sc::host::communicator& c) {
+      std::vector<double> buf(count, static_cast<double>(c.rank()));
+      const int peer = 1 - c.rank();
+      c.sendrecv(buf.data(), count, peer, buf.data(), count, peer);
+    });
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      CHECK(contains(got[r], "layout_error: shardcast::host::sendrecv: the send buffer"));
+    }
+    // To itself, shifted by one element (a memcpy of overlapping ranges).
+    got = outcomes(1, [&](sc::host::communicator& c) {
+      std::vector<double> buf(count + 1, 1.0);
+      c.sendrecv(buf.data(), count, 0, buf.data() + 1, count, 0);
+    });
+    CAPTURE(got[0]);
+    CHECK(contains(got[0], "layout_error: shardcast::host::sendrecv: the send buffer"));
+  }
+  // Disjoint halves of one buffer stay legal: each rank gets the peer's values.
+  std::vector<std::string> errors(2);
+  const std::size_t count = 2000;
+  const auto got = outcomes(2, [&](sc::host::communicator& c) {
+    std::vector<double> buf(2 * count);
+    for (std::size_t i = 0; i < count; ++i) buf[i] = value(c.rank(), 0, i);
+    const int peer = 1 - c.rank();
+    c.sendrecv(buf.data(), count, peer, buf.data() + count, count, peer);
+    for (std::size_t i = 0; i < count; ++i)
+      if (buf[count + i] != value(peer, 0, i)) {
+        errors[static_cast<std::size_t>(c.rank())] = "element " + std::to_string(i) + " differs";
+        break;
+      }
+  });
+  for (std::size_t r = 0; r < 2; ++r) {
+    CAPTURE(r);
+    CHECK(got[r].empty());  // nothing thrown
+    CHECK(errors[r].empty());
   }
 }
 
@@ -226,3 +276,40 @@ TEST_CASE("a broadcast over the eager limit whose root queued a small one late i
   CHECK(contains(what, "broadcast(count=10, float, root=0)"));
   CHECK(std::chrono::duration<double>(thrown - queued).count() < 0.5);  // (left asleep: about 0.7 s)
 }
+
+// A thread that cannot be started (the process's address space is capped below what 64
+// threads' stacks need): run throws comm_error naming the rank, after ending the ranks it
+// started, instead of destroying joinable threads (std::terminate). In a child process,
+// whose exit status says what happened. Not under a sanitizer, whose shadow memory needs
+// more address space than the cap leaves.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+TEST_CASE("host::run throws when a rank's thread cannot be started" * doctest::skip(true)) {}
+#else
+TEST_CASE("host::run throws when a rank's thread cannot be started") {
+  std::fflush(nullptr);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;  // the address space in use, in pages
+    const rlim_t cap = static_cast<rlim_t>(pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{48} << 20);
+    const rlimit lim{cap, cap};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    int code = 1;  // run returned without an error
+    try {
+      sc::host::run(
+          64, [](sc::host::communicator& c) { c.barrier(); }, sc::host::options{std::chrono::milliseconds(20000)});
+    } catch (const sc::comm_error& e) {
+      code = std::string(e.what()).find("shardcast::host::run: could not start the thread of rank") != std::string::npos ? 0 : 2;
+    } catch (...) {
+      code = 2;
+    }
+    _exit(code);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CAPTURE(status);
+  REQUIRE(WIFEXITED(status));  // not killed by std::terminate's abort
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif

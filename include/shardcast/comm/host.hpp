@@ -47,6 +47,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -666,7 +667,8 @@ class communicator {
   /// The message is the next on the (this rank, dest) channel, so it matches a recv() or
   /// the receive half of a sendrecv(). `dest` and `source` may both be this rank (a copy;
   /// the counts must agree); `send` and `recv` must not overlap. Returns once `send` may be reused and `recv` holds the message.
-  /// @throws comm_error on a size or type mismatch (as send and recv), a failed peer or a timeout.
+  /// @throws layout_error if `send` and `recv` overlap; comm_error on a size or type mismatch
+  ///         (as send and recv), a failed peer or a timeout.
   template <element_type T>
   void sendrecv(const T* send, std::size_t send_count, int dest, T* recv, std::size_t recv_count, int source, stream_type = {}) {
     require_p2p("sendrecv");
@@ -677,6 +679,10 @@ class communicator {
                       "shardcast::host::sendrecv: rank " + std::to_string(rank_) + " sends to rank " + std::to_string(dest) +
                           " and receives from rank " + std::to_string(source) +
                           "; a message to itself needs its receive from itself in the same call (dest == source == rank)");
+    SHARDCAST_EXPECTS(!detail::overlap<T>(send, send_count, recv, recv_count),
+                      "shardcast::host::sendrecv: the send buffer (" + std::to_string(send_count) + " elements) and the receive buffer (" +
+                          std::to_string(recv_count) + " elements) overlap; sendrecv has no in-place form, pass a receive buffer "
+                          "outside the send buffer");
     if (dest == rank_) {
       if (send_count != recv_count) throw recv_mismatch<T>(recv_count, rank_, send_count, dtype_of<T>::value, "sendrecv");
       copy(recv, send, send_count);
@@ -1252,7 +1258,18 @@ void run(int nranks, F&& f, options opt = {}) {
   };
   std::vector<std::thread> threads;
   threads.reserve(static_cast<std::size_t>(nranks - 1));
-  for (int r = 1; r < nranks; ++r) threads.emplace_back(body, r);
+  for (int r = 1; r < nranks; ++r) {
+    try {
+      threads.emplace_back(body, r);
+    } catch (const std::system_error& e) {
+      // The ranks already started wait for this one: release them (comm_error in their
+      // waits), let them end, then say why instead of destroying joinable threads.
+      world->abort("shardcast::host::run: rank " + std::to_string(r) + "'s thread could not be started");
+      for (auto& t : threads) t.join();
+      throw comm_error("shardcast::host::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
+                       " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
+    }
+  }
   body(0);
   for (auto& t : threads) t.join();
   if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);

@@ -25,7 +25,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "../cuda/allocator.hpp"
@@ -464,7 +466,20 @@ void run_local(int ndev, F&& f, options o) {
   std::exception_ptr first;
   std::vector<std::thread> threads;
   for (int i = 0; i < ndev; ++i) {
-    threads.emplace_back([&, i] {
+    const auto start = [&](auto&& body) {
+      try {
+        threads.emplace_back(std::forward<decltype(body)>(body));
+      } catch (const std::system_error& e) {
+        // The ranks already started see the flag in their waits and abort their
+        // communicators; the ones never started are aborted here.
+        world->failed.store(true);
+        for (auto& t : threads) t.join();
+        for (int j = i; j < ndev; ++j) (void)ncclCommAbort(comms[std::size_t(j)]);
+        throw comm_error("shardcast::nccl::run_local: could not start the thread of rank " + std::to_string(i) + " of " +
+                         std::to_string(ndev) + " (" + e.what() + ")");
+      }
+    };
+    start([&, i] {
       // Made before the try, so the catch can abort it before the peers are told.
       communicator c;
       c.s_->comm = comms[std::size_t(i)];

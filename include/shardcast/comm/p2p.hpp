@@ -25,6 +25,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -507,7 +508,18 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   shardcast::detail::run_failure failure;
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] {
+    const auto start = [&](auto&& body) {
+      try {
+        threads.emplace_back(std::forward<decltype(body)>(body));
+      } catch (const std::system_error& e) {
+        // As host::run: release the ranks already started, let them end, then say why.
+        world->abort("shardcast::p2p::run: rank " + std::to_string(r) + "'s thread could not be started");
+        for (auto& t : threads) t.join();
+        throw comm_error("shardcast::p2p::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
+                         " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
+      }
+    };
+    start([&, r] {
       try {
         const int dev = devices[std::size_t(r) % devices.size()];
         SHARDCAST_CUDA_TRY(cudaSetDevice(dev));
