@@ -165,6 +165,32 @@ TEST_CASE("sendrecv refuses send and receive buffers that overlap, on both sides
   }
 }
 
+TEST_CASE("a small broadcast whose ranks disagree so that no rank is its root throws at once on every rank") {
+  // Rank 0 names rank 1 as the root and the others name rank 0: every rank waits as a
+  // non-root for a queued broadcast nobody makes (the larger form meets and compares).
+  for (const int n : {2, 3, 5}) {
+    CAPTURE(n);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto got = outcomes(n, [&](sc::host::communicator& c) {
+      std::vector<float> buf(4, static_cast<float>(c.rank()));
+      c.broadcast(buf.data(), buf.size(), c.rank() == 0 ? 1 : 0);
+    });
+    const auto took = std::chrono::steady_clock::now() - t0;
+    int told = 0;
+    for (std::size_t r = 0; r < got.size(); ++r) {
+      CAPTURE(r);
+      CAPTURE(got[r]);
+      // Each rank throws the mismatch; or, its named root having thrown and returned first
+      // (outcomes() catches every rank's exception, so the rank returns), that return.
+      const bool mismatch = contains(got[r], "no rank is this broadcast's root");
+      told += mismatch ? 1 : 0;
+      CHECK((mismatch || contains(got[r], "shardcast::host: broadcast abandoned: rank")));
+    }
+    CHECK(told >= 1);
+    CHECK(took < std::chrono::milliseconds(1500));  // not the 2 s timeout of outcomes()
+  }
+}
+
 TEST_CASE("the in-place forms stay allowed and match the reference") {
   const std::size_t count = 600;
   std::mutex mu;

@@ -292,6 +292,11 @@ struct alignas(64) rank_slots {
   /// this rank changes it; peers waiting for its queued broadcast read it.
   alignas(64) std::atomic<std::uint64_t> seq{0};
   std::uint64_t bcasts = 0;  ///< queued broadcasts this rank has called on the group (only it reads this)
+  /// While this rank waits as a non-root for queued broadcast number b: b + 1 (else 0), and
+  /// the root it named. A waiter whose named root waits so for the same broadcast knows
+  /// that no rank is its root (the ranks disagree on the root) instead of waiting it out.
+  alignas(64) std::atomic<std::uint64_t> waits_for_bcast{0};
+  std::atomic<int> named_root{-1};
 };
 
 /// The eager limit of a run of `nranks` threads: SHARDCAST_HOST_EAGER_BYTES, or
@@ -819,11 +824,32 @@ class communicator {
     const auto& rs = g_->ranks[static_cast<std::size_t>(root)];
     const auto ready = [&] { return e.ticket.load(std::memory_order_acquire) == t + 1 || rs.seq.load(std::memory_order_acquire) > seq; };
     // A root that returned without queueing this broadcast never will (its stores happen
-    // before its return is seen: ready() is asked again after that).
-    if (!wait_on(e, ready, "broadcast", returned_without(root, ready)))
+    // before its return is seen: ready() is asked again after that). Nor will a root that
+    // waits as a non-root for this same broadcast: it names another root.
+    const auto gone = returned_without(root, ready);
+    int root_named = -1;  // the root the named root names, when it waits as a non-root too
+    const auto root_waits = [&] {
+      if (rs.waits_for_bcast.load(std::memory_order_seq_cst) != t + 1 || ready()) return false;
+      root_named = rs.named_root.load(std::memory_order_relaxed);
+      return true;
+    };
+    me.named_root.store(root, std::memory_order_relaxed);
+    me.waits_for_bcast.store(t + 1, std::memory_order_seq_cst);
+    e.notify_lock_free();  // a peer asleep on this entry may be waiting for this rank as its root
+    struct clear_record {
+      std::atomic<std::uint64_t>& w;
+      ~clear_record() { w.store(0, std::memory_order_seq_cst); }
+    } clear{me.waits_for_bcast};
+    if (!wait_on(e, ready, "broadcast", [&] { return gone() || root_waits(); })) {
+      if (root_named >= 0)
+        throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
+                         " as its broadcast number " + std::to_string(t) + " on the group, but rank " + std::to_string(root) +
+                         " waits in that broadcast for its root, rank " + std::to_string(root_named) +
+                         ": no rank is this broadcast's root (every rank must pass the same root)");
       throw comm_error("shardcast::host: broadcast abandoned: " + returned_peer(root) + ", and this rank waits for it, the root of " + mine() +
                        " (this rank's broadcast number " + std::to_string(t) + " on the group, after " + std::to_string(seq) +
                        " other collectives) (every rank must call the same collectives)");
+    }
     if (e.ticket.load(std::memory_order_acquire) != t + 1) {
       // Is the root's collective this broadcast, made direct? publish fills the slot before
       // it counts the collective, and the root fills that slot again only after this rank
