@@ -531,14 +531,17 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
 
   // Per axis, candidate and kind of move (step kind kk, op index oi: entry kk * 2 + oi),
   // the candidates the move reaches, as a bit set: all_gather S -> R, reduce_scatter
-  // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with c != d, slice R -> S,
-  // pad S -> P(op), identity R -> P(op). Made once; every state the search visits reads it.
+  // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d), slice R -> S, pad S ->
+  // P(op), identity R -> P(op). An all_to_all's S(d) -> S(d) keeps the axis' label but not
+  // always its interval: when an outer axis of the step leaves or joins dim d, the inner
+  // axes on d are split anew (S(0),S(0) -> S(1),S(0) is one all_to_all over both axes).
+  // Made once; every state the search visits reads it.
   detail::search_space sp(nstates, n * max_cand * 14);
   unsigned* reach = sp.reach;
   unsigned moves[SHARDCAST_MAX_AXES * max_cand]{};  // per axis and candidate: the kinds of move (bit kk * 2 + oi) that change it
   for (int a = 0; a < n; ++a)
     for (int f = 0; f < ncand[a]; ++f) {
-      const int fk = ck[a][f], fd = cd[a][f], fo = co[a][f];
+      const int fk = ck[a][f], fo = co[a][f];
       for (int kk = 0; kk < 7; ++kk)
         for (int oi = 0; oi < nops; ++oi) {
           unsigned m = 0;
@@ -549,7 +552,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
               case step_kind::all_gather: ok = fk == S_ && tk == R_; break;
               case step_kind::reduce_scatter: ok = fk == P_ && fo == oi && tk == S_; break;
               case step_kind::all_reduce: ok = fk == P_ && fo == oi && tk == R_; break;
-              case step_kind::all_to_all: ok = fk == S_ && tk == S_ && fd != cd[a][i]; break;
+              case step_kind::all_to_all: ok = fk == S_ && tk == S_; break;  // i == f: S(d) -> S(d), see above
               case step_kind::slice: ok = fk == R_ && tk == S_; break;
               case step_kind::pad: ok = fk == S_ && tk == P_ && co[a][i] == oi; break;
               case step_kind::identity: ok = fk == R_ && tk == P_ && co[a][i] == oi; break;
@@ -659,6 +662,18 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
         int nmv = 0;
         for (int a = 0; a < n; ++a) {
           unsigned m = reach[(a * max_cand + ui[a]) * 14 + kk * 2 + oi];
+          if (k == step_kind::all_to_all && (m >> ui[a] & 1u)) {
+            // S(d) -> S(d) only where an outer axis of the step may leave or join dim d.
+            const int d = cd[a][ui[a]];
+            bool outer = false;
+            for (int b = 0; b < a && !outer; ++b) {
+              const unsigned mb = reach[(b * max_cand + ui[b]) * 14 + kk * 2 + oi] & ~(1u << ui[b]);
+              if (mb == 0) continue;
+              outer = cd[b][ui[b]] == d;  // b (an S) may leave d
+              for (unsigned x = mb; x != 0 && !outer; x &= x - 1) outer = cd[b][std::countr_zero(x)] == d;  // or join it
+            }
+            if (!outer) m &= ~(1u << ui[a]);
+          }
           if (m == 0) continue;
           mv[nmv++] = a;
           for (; m != 0; m &= m - 1) opt[a][nopt[a]++] = std::countr_zero(m);
@@ -695,6 +710,19 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
               const int a = mv[q], later_kept = ~axes & ~((2 << a) - 1);
               valid = pick[a] == 0 || !((ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) ||
                                         (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0));
+            }
+          // An all_to_all's S(d) -> S(d) axis is in the step only when an outer axis of the
+          // step leaves or joins dim d (its interval changes); else the group would be
+          // larger than the move needs (and the state v the same as without it).
+          if (k == step_kind::all_to_all)
+            for (int q = 0; q < nmv && valid; ++q) {
+              const int a = mv[q];
+              if (pick[a] == 0 || vi[a] != ui[a]) continue;
+              const int d = cd[a][ui[a]];
+              bool split_anew = false;
+              for (int b = 0; b < a && !split_anew; ++b)
+                split_anew = (axes >> b & 1) != 0 && vi[b] != ui[b] && (cd[b][ui[b]] == d) != (cd[b][vi[b]] == d);
+              valid = split_anew;
             }
           // Never pass through a layout with mixed reductions.
           if (nops > 1) {

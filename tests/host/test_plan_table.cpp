@@ -123,7 +123,7 @@ struct oracle {
     return true;
   }
   // Nesting (docs/01_layouts.md: several axes on one dim nest in increasing axis order): a step that
-  // moves data along a dim may not touch an axis that has an unmoved inner axis on that dim.
+  // moves data along a dim may not touch an axis that has an inner axis on that dim outside the step.
   bool nests(step_kind k, unsigned axes, const runtime_layout& f, const runtime_layout& t) const {
     if (k == step_kind::all_reduce || k == step_kind::identity) return true;
     for (int a = 0; a < naxes; ++a) {
@@ -155,7 +155,32 @@ struct oracle {
       axes |= 1u << a;
       n *= shape[static_cast<std::size_t>(a)];
     }
-    if (!have || !nests(k, axes, f, t)) return false;
+    if (!have) return false;
+    if (k == step_kind::all_to_all) {
+      // An all_to_all may also take axes whose shard dim stays (S(d) -> S(d)): their
+      // intervals change when an outer axis leaves or joins d. Any subset that nests will
+      // do (the bytes depend on the layouts, not on the group); take the smallest group.
+      unsigned extra = 0;
+      for (int a = 0; a < naxes; ++a)
+        if (f[a] == t[a] && f[a].is_shard()) extra |= 1u << a;
+      bool found = false;
+      unsigned best = 0;
+      int best_n = 0;
+      for (unsigned x = extra;; x = (x - 1) & extra) {  // every subset of `extra`
+        if (nests(k, axes | x, f, t)) {
+          int nx = n;
+          for (int a = 0; a < naxes; ++a)
+            if (x >> a & 1u) nx *= shape[static_cast<std::size_t>(a)];
+          if (!found || nx < best_n) found = true, best = x, best_n = nx;
+        }
+        if (x == 0) break;
+      }
+      if (!found) return false;
+      axes |= best;
+      n = best_n;
+    } else if (!nests(k, axes, f, t)) {
+      return false;
+    }
     const double N = n;
     switch (k) {
       case step_kind::all_gather: e = (N - 1) * piece(f); break;
