@@ -52,8 +52,8 @@ struct activation {
   /// @param x the forward input
   /// @param dy dL/dy, in the same layout as x (a static layout and a `dynamic_layout` may
   ///        meet: the layouts are then compared at run time)
-  /// @throws layout_error if the extents or (at run time) the layouts differ, or x has a
-  ///         dynamic layout with a partial placement
+  /// @throws layout_error if x and dy live on different meshes, the extents or (at run
+  ///         time) the layouts differ, or x has a dynamic layout with a partial placement
   /// (x and dy may have const elements, each or both.)
   template <class TX, class TY, int R, class L, class LY, class Mesh>
     requires detail::elements_of<TY, std::remove_const_t<TX>>
@@ -63,6 +63,7 @@ struct activation {
     if constexpr (!std::same_as<L, dynamic_layout> && !std::same_as<LY, dynamic_layout>)
       static_assert(detail::expect_layout<where::activation_output_grad, L, LY>());
     check_no_partial<L>(x.layout(), "backward");
+    shardcast::detail::expect_same_mesh("shardcast::nn::activation::backward", x.mesh(), dy.mesh(), "x", "dy");
     SHARDCAST_EXPECTS(x.global_extents() == dy.global_extents(),
                       "shardcast::nn::activation::backward: the output gradient's extents differ from the input's; pass the forward input");
     if constexpr (std::same_as<L, dynamic_layout> || std::same_as<LY, dynamic_layout>)

@@ -67,10 +67,11 @@ class vocab_parallel_embedding {
     requires detail::elements_of<TI, Index>
   dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<TI, 1, LI, Mesh>& ids, stream_type s = {}) const {
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_ids, ids_layout, LI>());
+    shardcast::detail::expect_same_mesh("shardcast::nn::vocab_parallel_embedding::forward", ids.mesh(), table.mesh(), "ids", "table");
     auto out = empty<partial_output_layout, T>(ids.mesh(), std::array<std::int64_t, 2>{ids.global_extents()[0], hidden_size()}, s);
     const box &bo = out.local_box(), &bi = ids.local_box(), &bt = table.local_box();
     SHARDCAST_EXPECTS(bo.off[0] == bi.off[0] && bo.ext[0] == bi.ext[0],
-                      "shardcast::nn::vocab_parallel_embedding: the ids and the output do not line up (different meshes?)");
+                      "shardcast::nn::vocab_parallel_embedding: the ids and the output do not line up (internal error)");
     if (out.local_size() > 0)
       detail::embedding_exec<space>::gather(ids.data(), static_cast<std::size_t>(bi.ext[0]), table.data(), bt.off[0], bt.ext[0], hidden_size(),
                                             out.data(), s);
@@ -98,6 +99,8 @@ class vocab_parallel_embedding {
                                                   stream_type s = {}) const {
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_ids, ids_layout, LI>());
     static_assert(detail::expect_layout<where::vocab_parallel_embedding_output_grad, output_layout, LY>());
+    shardcast::detail::expect_same_mesh("shardcast::nn::vocab_parallel_embedding::backward", ids.mesh(), table.mesh(), "ids", "table");
+    shardcast::detail::expect_same_mesh("shardcast::nn::vocab_parallel_embedding::backward", dy.mesh(), table.mesh(), "dy", "table");
     SHARDCAST_EXPECTS(dy.global_extents()[0] == ids.global_extents()[0] && dy.global_extents()[1] == hidden_size(),
                       "shardcast::nn::vocab_parallel_embedding::backward: the output gradient is " + std::to_string(dy.global_extents()[0]) +
                           "x" + std::to_string(dy.global_extents()[1]) + " but the lookup was " + std::to_string(ids.global_extents()[0]) +
@@ -107,7 +110,7 @@ class vocab_parallel_embedding {
     auto g = empty<table_grad_layout, T>(table.mesh(), table.global_extents(), s);
     const box &bg = g.local_box(), &bi = ids.local_box(), &bd = dyt.local_box();
     SHARDCAST_EXPECTS(bd.off[0] == bi.off[0] && bd.ext[0] == bi.ext[0] && bg.off[0] == table.local_box().off[0],
-                      "shardcast::nn::vocab_parallel_embedding::backward: the ids, the gradient and the table do not line up (different meshes?)");
+                      "shardcast::nn::vocab_parallel_embedding::backward: the ids, the gradient and the table do not line up (internal error)");
     if (g.local_size() > 0)
       detail::embedding_exec<space>::scatter_add(ids.data(), static_cast<std::size_t>(bi.ext[0]), dyt.data(), bg.off[0], bg.ext[0],
                                                  hidden_size(), g.data(), s);

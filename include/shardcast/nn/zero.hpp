@@ -201,8 +201,9 @@ class zero_param<DpAxis, dtensor<T, R, UseLayout, Mesh>, Optimizer> {
 
   /// Collective: reduce-scatters `grad` over the DP axis and applies one optimizer step to
   /// this rank's shard. `grad` is unchanged.
-  /// @throws layout_error if grad's extents differ from the parameter's
+  /// @throws layout_error if grad lives on another mesh or its extents differ from the parameter's
   void step(const grad_type& grad, stream_type s = {}) {
+    shardcast::detail::expect_same_mesh("shardcast::nn::zero_param::step", grad.mesh(), param_.mesh(), "grad", "the parameter");
     SHARDCAST_EXPECTS(grad.global_extents() == param_.global_extents(),
                       "shardcast::nn::zero_param::step: the gradient's extents differ from the parameter's; pass this parameter's gradient");
     auto g = redistribute<shard_layout>(grad, s);  // reduce_scatter(sum) over the DP axis

@@ -101,7 +101,9 @@ dtensor<T, 1, colsum_layout_t<L>, Mesh> colsum(const dtensor<T, 2, L, Mesh>& x, 
   if (cols == 0) return out;
   auto ones = ops::template allocate<T>(static_cast<std::size_t>(std::max<std::int64_t>(rows, 1)), s);
   ops::fill(ones.get(), static_cast<std::size_t>(std::max<std::int64_t>(rows, 1)), T(1), s);
-  gemm(gemm_op::n, gemm_op::n, std::int64_t{1}, cols, rows, static_cast<const T*>(ones.get()), std::max<std::int64_t>(rows, 1), x.data(),
+  // As matmul calls it: a const functor whose call operator is not const is called on a copy.
+  auto&& g = shardcast::detail::callable_gemm<T>(gemm);
+  g(gemm_op::n, gemm_op::n, std::int64_t{1}, cols, rows, static_cast<const T*>(ones.get()), std::max<std::int64_t>(rows, 1), x.data(),
        cols, out.data(), cols, false);
   return out;
 }
