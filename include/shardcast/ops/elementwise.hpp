@@ -1134,7 +1134,13 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   using LB = typename XB::layout_type;
   using Mesh = typename XA::mesh_type;
   constexpr int R = XA::rank;
-  static_assert(XB::rank == R && std::is_same_v<typename XB::mesh_type, Mesh>);
+  // The callers' check_binary_types says the same, but this function's return type is
+  // deduced first: without these messages the first error a user read was a bare one.
+  static_assert(std::is_same_v<typename XB::mesh_type, Mesh>,
+                "shardcast::zip/add/sub/mul/div: the operands have different mesh types; both must live on the same mesh.");
+  static_assert(XB::rank == R, "shardcast::zip/add/sub/mul/div: the operands have different tensor ranks; elementwise operands need equal global extents "
+                               "(for a rank-0 factor use mul(x, s) or scale(x, s), for a rank-0 divisor div(x, s), for a host divisor div(x, c), "
+                               "for a row vector bias_add(x, bias)).");
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F, TA, TB>>::type;

@@ -1,4 +1,5 @@
 // expect: static assertion failed: shardcast::zip/add/sub/mul/div: the operands have different tensor ranks; elementwise operands need equal global extents
+// expect-first-error
 // A rank-1 operand is not broadcast along a rank-2 one (bias_add does that for a row).
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>
