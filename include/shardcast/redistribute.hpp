@@ -73,6 +73,9 @@ plan_choice choose_static_plan(const Mesh& m, const plan_set& ps, const std::int
 template <class T, int R, class Mesh>
 plan shared_runtime_plan(const dtensor<T, R, dynamic_layout, Mesh>& x, const runtime_layout& to, const char* who = "shardcast::redistribute") {
   to.validate(Mesh::naxes, R, who);
+  SHARDCAST_EXPECTS(same_op_partials(to), std::string(who) + ": layout \"" + to_string(to) +
+                                              "\" mixes partial reduce ops; a tensor's partial axes share one op, so use one op for every "
+                                              "partial axis of the target");
   return shared_plans().get(x.layout(), to, x.mesh().shape().data(), x.global_extents().data(), R);
 }
 

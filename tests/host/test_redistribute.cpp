@@ -333,6 +333,11 @@ TEST_CASE("runtime misuse throws layout_error naming the problem") {
                          sc::layout_error);
     CHECK_THROWS_WITH_AS(sc::plan_for(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::plan_for: layout"), sc::layout_error);
     CHECK_THROWS_WITH_AS(sc::explain(x, sc::runtime_layout::parse("S(1),R")), doctest::Contains("shardcast::explain: layout"), sc::layout_error);
+    // A target with mixed partial ops names the call and the layout (not the planner).
+    CHECK_THROWS_WITH_AS(sc::redistribute(x, sc::runtime_layout::parse("P(sum),P(max)")),
+                         doctest::Contains("shardcast::redistribute: layout \"P(sum),P(max)\" mixes partial reduce ops"), sc::layout_error);
+    CHECK_THROWS_WITH_AS(sc::plan_for(x, sc::runtime_layout::parse("P(max),P(sum)")),
+                         doctest::Contains("shardcast::plan_for: layout \"P(max),P(sum)\" mixes partial reduce ops"), sc::layout_error);
     CHECK(sc::to_global(x) == g);
   });
 }
