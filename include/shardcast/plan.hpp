@@ -531,17 +531,16 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
 
   // Per axis, candidate and kind of move (step kind kk, op index oi: entry kk * 2 + oi),
   // the candidates the move reaches, as a bit set: all_gather S -> R, reduce_scatter
-  // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d), slice R -> S, pad S ->
-  // P(op), identity R -> P(op). An all_to_all's S(d) -> S(d) keeps the axis' label but not
-  // always its interval: when an outer axis of the step leaves or joins dim d, the inner
-  // axes on d are split anew (S(0),S(0) -> S(1),S(0) is one all_to_all over both axes).
-  // Made once; every state the search visits reads it.
+  // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with c != d, slice R -> S,
+  // pad S -> P(op), identity R -> P(op). Made once; every state the search visits reads it.
+  // (An all_to_all also takes, without a choice, the axes that keep S(d) inner to an axis
+  // of the step that leaves or joins d: see `joined` below.)
   detail::search_space sp(nstates, n * max_cand * 14);
   unsigned* reach = sp.reach;
   unsigned moves[SHARDCAST_MAX_AXES * max_cand]{};  // per axis and candidate: the kinds of move (bit kk * 2 + oi) that change it
   for (int a = 0; a < n; ++a)
     for (int f = 0; f < ncand[a]; ++f) {
-      const int fk = ck[a][f], fo = co[a][f];
+      const int fk = ck[a][f], fd = cd[a][f], fo = co[a][f];
       for (int kk = 0; kk < 7; ++kk)
         for (int oi = 0; oi < nops; ++oi) {
           unsigned m = 0;
@@ -552,7 +551,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
               case step_kind::all_gather: ok = fk == S_ && tk == R_; break;
               case step_kind::reduce_scatter: ok = fk == P_ && fo == oi && tk == S_; break;
               case step_kind::all_reduce: ok = fk == P_ && fo == oi && tk == R_; break;
-              case step_kind::all_to_all: ok = fk == S_ && tk == S_; break;  // i == f: S(d) -> S(d), see above
+              case step_kind::all_to_all: ok = fk == S_ && tk == S_ && fd != cd[a][i]; break;
               case step_kind::slice: ok = fk == R_ && tk == S_; break;
               case step_kind::pad: ok = fk == S_ && tk == P_ && co[a][i] == oi; break;
               case step_kind::identity: ok = fk == R_ && tk == P_ && co[a][i] == oi; break;
@@ -662,18 +661,6 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
         int nmv = 0;
         for (int a = 0; a < n; ++a) {
           unsigned m = reach[(a * max_cand + ui[a]) * 14 + kk * 2 + oi];
-          if (k == step_kind::all_to_all && (m >> ui[a] & 1u)) {
-            // S(d) -> S(d) only where an outer axis of the step may leave or join dim d.
-            const int d = cd[a][ui[a]];
-            bool outer = false;
-            for (int b = 0; b < a && !outer; ++b) {
-              const unsigned mb = reach[(b * max_cand + ui[b]) * 14 + kk * 2 + oi] & ~(1u << ui[b]);
-              if (mb == 0) continue;
-              outer = cd[b][ui[b]] == d;  // b (an S) may leave d
-              for (unsigned x = mb; x != 0 && !outer; x &= x - 1) outer = cd[b][std::countr_zero(x)] == d;  // or join it
-            }
-            if (!outer) m &= ~(1u << ui[a]);
-          }
           if (m == 0) continue;
           mv[nmv++] = a;
           for (; m != 0; m &= m - 1) opt[a][nopt[a]++] = std::countr_zero(m);
@@ -703,26 +690,28 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           detail::search_node& nv = node[v];
           if (nv.done) continue;
           bool valid = true;
+          // The step's axes: the changed ones and, for an all_to_all, the axes that keep
+          // S(d) inner to a changed axis that leaves or joins d. Their label stays but their
+          // interval does not (outer axes split a dim first): S(0),S(0) -> S(1),S(0) is one
+          // all_to_all over both axes. Left out, they would fail the nesting rule below.
+          int step_axes = axes;
+          if (k == step_kind::all_to_all)
+            for (int a = 0; a < n; ++a) {
+              if ((axes >> a & 1) != 0 || ck[a][ui[a]] != S_) continue;
+              const int d = cd[a][ui[a]];
+              for (int b = 0; b < a; ++b)
+                if ((axes >> b & 1) != 0 && (cd[b][ui[b]] == d) != (cd[b][vi[b]] == d)) {
+                  step_axes |= 1 << a;
+                  break;
+                }
+            }
           // Nesting: an axis the step gathers, scatters, slices, pads or all-to-alls must be
           // innermost, among the axes the step leaves alone, for the dims it touches.
           if (nests)
             for (int q = 0; q < nmv && valid; ++q) {
-              const int a = mv[q], later_kept = ~axes & ~((2 << a) - 1);
+              const int a = mv[q], later_kept = ~step_axes & ~((2 << a) - 1);
               valid = pick[a] == 0 || !((ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) ||
                                         (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0));
-            }
-          // An all_to_all's S(d) -> S(d) axis is in the step only when an outer axis of the
-          // step leaves or joins dim d (its interval changes); else the group would be
-          // larger than the move needs (and the state v the same as without it).
-          if (k == step_kind::all_to_all)
-            for (int q = 0; q < nmv && valid; ++q) {
-              const int a = mv[q];
-              if (pick[a] == 0 || vi[a] != ui[a]) continue;
-              const int d = cd[a][ui[a]];
-              bool split_anew = false;
-              for (int b = 0; b < a && !split_anew; ++b)
-                split_anew = (axes >> b & 1) != 0 && vi[b] != ui[b] && (cd[b][ui[b]] == d) != (cd[b][vi[b]] == d);
-              valid = split_anew;
             }
           // Never pass through a layout with mixed reductions.
           if (nops > 1) {
@@ -736,7 +725,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           if (collective) {
             int group = 1;
             for (int a = 0; a < n; ++a)
-              if (axes >> a & 1) group *= shape[a];
+              if (step_axes >> a & 1) group *= shape[a];
             const double N = group;
             switch (k) {
               case step_kind::all_gather: nc.elements += (N - 1) * vol_cur; break;
@@ -768,7 +757,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
             nc.collectives += 1;
           }
           if (!nv.reached || nc < nv.dist) {
-            nv = detail::search_node{nc, u, true, false, k, static_cast<unsigned>(axes), ops[oi], nv.vol};  // (one statement: cheaper in constant evaluation)
+            nv = detail::search_node{nc, u, true, false, k, static_cast<unsigned>(step_axes), ops[oi], nv.vol};  // (one statement: cheaper in constant evaluation)
             sp.push(detail::cost{nc.elements + still_sent(vi), nc.collectives, nc.steps}, v);
           }
         }
