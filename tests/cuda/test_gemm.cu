@@ -32,6 +32,14 @@ template <class T>
 double to_d(T v) { return static_cast<double>(sc::device::convert<float>(v)); }
 template <> double to_d<double>(double v) { return v; }
 
+// Copies `h` (small integers, exact in T) into `d`, converted to T.
+template <class T>
+void put_ints(device_buffer<T>& d, const std::vector<double>& h) {
+  std::vector<T> t(h.size());
+  for (std::size_t i = 0; i < h.size(); ++i) t[i] = from_i<T>(int(h[i]));
+  d.put(t);
+}
+
 template <class T>
 void gemm_suite() {
   using sc::gemm_op;
@@ -57,14 +65,10 @@ void gemm_suite() {
             for (std::size_t i = 0; i < nc; ++i) hc[i] = double(int(i % 3) - 1);
             std::vector<double> want = hc;
             sc::host_gemm{}(ta, tb, m, n, k, ha.data(), lda, hb.data(), ldb, want.data(), ldc, acc);
-            std::vector<T> ta_(na), tb_(nb), tc_(nc);
-            for (std::size_t i = 0; i < na; ++i) ta_[i] = from_i<T>(int(ha[i]));
-            for (std::size_t i = 0; i < nb; ++i) tb_[i] = from_i<T>(int(hb[i]));
-            for (std::size_t i = 0; i < nc; ++i) tc_[i] = from_i<T>(int(hc[i]));
             device_buffer<T> da(na), db(nb), dc(nc);
-            da.put(ta_);
-            db.put(tb_);
-            dc.put(tc_);
+            put_ints(da, ha);
+            put_ints(db, hb);
+            put_ints(dc, hc);
             g(ta, tb, m, n, k, da.p, lda, db.p, ldb, dc.p, ldc, acc);
             SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
             const auto got = dc.get();
@@ -182,14 +186,10 @@ void batched_suite() {
               std::vector<double> want = hc;
               for (std::int64_t i = 0; i < batch; ++i)
                 sc::host_gemm{}(ta, tb, m, n, k, ha.data() + i * sa, lda, hb.data() + i * sb, ldb, want.data() + i * scc, ldc, acc);
-              std::vector<T> ta_(na), tb_(nb), tc_(nc);
-              for (std::size_t i = 0; i < na; ++i) ta_[i] = from_i<T>(int(ha[i]));
-              for (std::size_t i = 0; i < nb; ++i) tb_[i] = from_i<T>(int(hb[i]));
-              for (std::size_t i = 0; i < nc; ++i) tc_[i] = from_i<T>(int(hc[i]));
               device_buffer<T> da(na), db(nb), dc(nc);
-              da.put(ta_);
-              db.put(tb_);
-              dc.put(tc_);
+              put_ints(da, ha);
+              put_ints(db, hb);
+              put_ints(dc, hc);
               g(ta, tb, m, n, k, da.p, lda, sa, db.p, ldb, sb, dc.p, ldc, scc, batch, acc);
               SHARDCAST_CUDA_TRY(cudaStreamSynchronize(s));
               const auto got = dc.get();

@@ -162,6 +162,28 @@ void check_all_pairs(int naxes, const int* shape, const std::int64_t* ext, int r
 }
 }  // namespace
 
+TEST_CASE("a reordering of nested shards is one all_to_all over both axes on up to 4 axes (docs/01)") {
+  // 64x64 floats on 4x4. S(0),S(0): rank (c0, c1) holds rows 16 c0 + 4 c1 .. +4, all 64
+  // columns; S(1),S(0): rows 16 c1 .. +16, columns 16 c0 .. +16. Rank (1, 0) keeps none of
+  // its 4 x 64 elements: 1024 bytes, the busiest rank's.
+  const auto p = sc::make_plan(sc::runtime_layout::parse("S(0),S(0)"), sc::runtime_layout::parse("S(1),S(0)"), std::array<int, 2>{4, 4},
+                               std::array<std::int64_t, 2>{64, 64});
+  REQUIRE(p.nsteps == 1);
+  CHECK(p[0].kind == step_kind::all_to_all);
+  CHECK(p[0].axes == 3u);
+  CHECK(p.elements * 4 == doctest::Approx(1024));
+  // R,S(0) -> S(0),S(0): a local slice to S(1),S(0), then that all_to_all back.
+  const auto q = sc::make_plan(sc::runtime_layout::parse("R,S(0)"), sc::runtime_layout::parse("S(0),S(0)"), std::array<int, 2>{4, 4},
+                               std::array<std::int64_t, 2>{64, 64});
+  CHECK(q.collectives == 1);
+  CHECK(q.elements * 4 == doctest::Approx(1024));
+  // The same reordering on 5 axes keeps the nesting rule as it was: two all_to_alls.
+  const auto r = sc::make_plan(sc::runtime_layout::parse("S(0),S(0),R,R,R"), sc::runtime_layout::parse("S(1),S(0),R,R,R"),
+                               std::array<int, 5>{4, 4, 1, 1, 1}, std::array<std::int64_t, 2>{64, 64});
+  CHECK(r.collectives == 2);
+  CHECK(r.elements * 4 == doctest::Approx(1728));
+}
+
 TEST_CASE("every layout pair on 2- and 3-axis meshes has a consistent, no-worse-than-naive plan") {
   std::size_t n = 0;
   const int s2[2] = {2, 3};
