@@ -542,7 +542,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   // P(op) -> S, all_reduce P(op) -> R, all_to_all S(c) -> S(d) with c != d, slice R -> S,
   // pad S -> P(op), identity R -> P(op). Made once; every state the search visits reads it.
   // (An all_to_all also takes, without a choice, the axes that keep S(d) inner to an axis
-  // of the step that leaves or joins d: see `joined` below.)
+  // of the step that leaves or joins d: see `step_axes` below.)
   detail::search_space sp(nstates, n * max_cand * 14);
   unsigned* reach = sp.reach;
   unsigned moves[SHARDCAST_MAX_AXES * max_cand]{};  // per axis and candidate: the kinds of move (bit kk * 2 + oi) that change it

@@ -410,10 +410,10 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     for (int d = 0; d < kd; ++d) rows *= ba.ext[d];
     call(rows, a.data(), b.data(), c.data());
   } else {
-    // One GEMM per batch element of C's piece, or strided batches. An operand's batch dims are the last of C's
-    // (right-aligned) with the same local extents, so in row-major order the element i of
-    // C reads the operand's element i modulo the operand's local batch count: the same
-    // matrix for every index along the dims it lacks.
+    // One GEMM per batch element of C's piece, or strided batches. An operand's batch dims
+    // are the last of C's (right-aligned) with the same local extents, so in row-major
+    // order the element i of C reads the operand's element i modulo the operand's local
+    // batch count: the same matrix for every index along the dims it lacks.
     std::int64_t batches = 1, batches_a = 1, batches_b = 1;
     for (int d = 0; d < RC - 2; ++d) {
       batches *= bc.ext[d];
