@@ -833,13 +833,18 @@ class communicator {
       root_named = rs.named_root.load(std::memory_order_relaxed);
       return true;
     };
-    me.named_root.store(root, std::memory_order_relaxed);
-    me.waits_for_bcast.store(t + 1, std::memory_order_seq_cst);
-    e.notify_lock_free();  // a peer asleep on this entry may be waiting for this rank as its root
     struct clear_record {
-      std::atomic<std::uint64_t>& w;
-      ~clear_record() { w.store(0, std::memory_order_seq_cst); }
-    } clear{me.waits_for_bcast};
+      std::atomic<std::uint64_t>* w = nullptr;
+      ~clear_record() {
+        if (w != nullptr) w->store(0, std::memory_order_seq_cst);
+      }
+    } clear;
+    if (!ready()) {  // (a broadcast already queued is taken without the record)
+      me.named_root.store(root, std::memory_order_relaxed);
+      me.waits_for_bcast.store(t + 1, std::memory_order_seq_cst);
+      clear.w = &me.waits_for_bcast;
+      e.notify_lock_free();  // a peer asleep on this entry may be waiting for this rank as its root
+    }
     if (!wait_on(e, ready, "broadcast", [&] { return gone() || root_waits(); })) {
       if (root_named >= 0)
         throw comm_error("shardcast::host: ranks called mismatched collectives: rank " + std::to_string(rank_) + " called " + mine() +
