@@ -5,6 +5,8 @@
 /// step sends, on the mesh shape and global extents given, then their sum (the plan's cost;
 /// the busiest ranks of two steps may differ, so no single rank need send all of it). `explain<T>(plan, shape, extents)` describes
 /// the plan as it runs on elements of type T (its size, and how integer means reduce).
+/// A collective step over a group of one rank (its axes have size 1) is marked "(one rank: a
+/// local copy)": it calls no collective and is not counted among the collectives.
 
 #include <string>
 #include <type_traits>
@@ -22,8 +24,10 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
                            bool integral_elements = false) {
   const detail::integer_mean_split means =
       integral_elements ? detail::split_integer_mean(p.steps, p.nsteps, shape) : detail::integer_mean_split{};
+  int collectives = 0;  // on this shape (a static plan's own figure is its canonical mesh's)
+  for (int i = 0; i < p.nsteps; ++i) collectives += detail::calls_collective(p.steps[i], shape) ? 1 : 0;
   std::string s = "plan " + to_string(p.src) + " -> " + to_string(p.dst) + ": " + std::to_string(p.nsteps) + " step(s), " +
-                  std::to_string(p.collectives) + " collective(s)\n";
+                  std::to_string(collectives) + " collective(s)\n";
   // The total is the sum of the steps on this shape and extents: p.elements is what the plan
   // cost where it was made (a static plan's: its canonical mesh).
   double total = 0;
@@ -42,6 +46,7 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
       name += "(avg: divides by " + std::to_string(means.divisor * detail::group_size(st.axes, shape, st.from.naxes)) + ")";
     else if (st.kind == step_kind::reduce_scatter || st.kind == step_kind::all_reduce || st.kind == step_kind::pad || st.kind == step_kind::identity)
       name += std::string("(") + to_string(st.op) + ")";
+    if (is_collective(st.kind) && !detail::calls_collective(st, shape)) name += " (one rank: a local copy)";
     const double e = detail::step_cost(st, shape, ext, rank);
     total += e;
     s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +

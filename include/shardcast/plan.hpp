@@ -80,7 +80,7 @@ struct plan {
   int nsteps = 0;
   runtime_layout src, dst;
   double elements = 0;  ///< predicted elements sent: the sum over steps of what the busiest rank of each step sends
-  int collectives = 0;
+  int collectives = 0;   ///< collectives it calls (steps over a group of one rank are local: detail::calls_collective)
 
   constexpr const step& operator[](int i) const { return steps[i]; }
   constexpr int size() const { return nsteps; }
@@ -109,6 +109,15 @@ constexpr int group_size(unsigned axes, const int* shape, int naxes) {
   for (int a = 0; a < naxes; ++a)
     if (axes >> a & 1u) n *= shape[a];
   return n;
+}
+
+/// Does step `s` call a collective on a mesh of `shape`? Not when it is local, nor when its
+/// group has one rank (every axis of the step has size 1): the piece is then the same
+/// before and after (a split into one part is the whole; a reduction over one rank is its
+/// value), and the executor copies it instead of calling the communicator. Such a step
+/// sends nothing and does not count as a collective.
+constexpr bool calls_collective(const step& s, const int* shape) {
+  return is_collective(s.kind) && group_size(s.axes, shape, s.from.naxes) > 1;
 }
 
 /// A reduction with avg (reduce_scatter or all_reduce).
@@ -754,7 +763,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
                   if (nv.reached) {
                     detail::cost least = nc;
                     least.elements += detail::all_to_all_rank0(from_dim, to_dim, n, shape, ext, rank);
-                    least.collectives += 1;  // (the collective; nc counts the step already)
+                    least.collectives += group > 1 ? 1 : 0;  // (the collective; nc counts the step already)
                     if (!(least < nv.dist)) continue;
                   }
                   sent = detail::all_to_all_enumerate(from_dim, to_dim, n, shape, ext, rank);
@@ -763,7 +772,7 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
                 break;
               }
             }
-            nc.collectives += 1;
+            if (group > 1) nc.collectives += 1;  // (over one rank: a local copy, see calls_collective)
           }
           if (!nv.reached || nc < nv.dist) {
             nv = detail::search_node{nc, u, true, false, k, static_cast<unsigned>(step_axes), ops[oi], nv.vol};  // (one statement: cheaper in constant evaluation)
@@ -836,7 +845,7 @@ constexpr cost plan_cost(const plan& p, const int* shape, const std::int64_t* ex
   cost c;
   for (int i = 0; i < p.nsteps; ++i) {
     c.elements += step_cost(p[i], shape, ext, rank);
-    c.collectives += is_collective(p[i].kind) ? 1 : 0;
+    c.collectives += calls_collective(p[i], shape) ? 1 : 0;
   }
   c.steps = p.nsteps;
   return c;
@@ -889,7 +898,8 @@ inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::
   r.p = ps[r.choice];
   const cost oc{opt.elements, opt.collectives, opt.nsteps};
   if (oc < best) r.choice = -1, r.p = opt, best = oc;
-  r.p.elements = best.elements;  // a candidate's own figure is its cost on the canonical mesh
+  r.p.elements = best.elements;  // a candidate's own figures are its cost on the canonical mesh
+  r.p.collectives = best.collectives;
   return r;
 }
 inline plan_choice choose_plan(const plan_set& ps, const int* shape, const std::int64_t* ext, int rank) {

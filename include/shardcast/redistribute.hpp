@@ -88,7 +88,7 @@ template <int R, class Mesh>
   g.choice = c.choice;
   const std::size_t out = g.steps.back().out_elems;
   const bool small = out > 0 && out < result_pool::min_bytes / plan_geometry::direct_elem_bytes;
-  g.direct = !g.staged() && small ? c.choice : -1;
+  g.direct = !g.staged() && small && !g.steps[0].idle ? c.choice : -1;
   if (c.choice < 0) g.own = std::make_unique<plan>(c.p);
   return m.cache().geometry.insert(&ps, ext, R, std::move(g));
 }

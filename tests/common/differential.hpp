@@ -79,14 +79,17 @@ void for_each_group_member(unsigned axes, const int* shape, int naxes, int rank,
 
 /// The collectives rank `rank` calls for plan step `s` (0 or 1), by definition: a group in
 /// which no member holds any element before the step or gets any after it skips the call;
-/// any other group makes it (the reference for the executor's step_geometry::idle).
+/// any other group of more than one rank makes it (the reference for the executor's
+/// step_geometry::idle and ::alone: a rank alone in its group copies its piece).
 inline int expected_calls(const step& s, const int* shape, const std::int64_t* ext, int tensor_rank, int rank) {
   if (!is_collective(s.kind)) return 0;
   bool moves = false;
+  int members = 0;
   for_each_group_member(s.axes, shape, s.from.naxes, rank, [&](const int* c) {
+    ++members;
     moves = moves || local_box(s.from, shape, c, ext, tensor_rank).volume() > 0 || local_box(s.to, shape, c, ext, tensor_rank).volume() > 0;
   });
-  return moves ? 1 : 0;
+  return moves && members > 1 ? 1 : 0;
 }
 
 /// Returns "" when every rank's piece of `y` matches the reference, else a description.

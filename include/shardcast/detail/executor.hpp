@@ -92,8 +92,19 @@ plan_geometry make_geometry(const Mesh& m, const step* steps, int nsteps, const 
     sg.in_elems = static_cast<std::size_t>(cur.volume());
     sg.nb = local_box(st.to, shape, coord, ext, rank);
     sg.out_elems = static_cast<std::size_t>(sg.nb.volume());
-    if (is_collective(st.kind)) sg.comm = static_cast<void*>(&m.group_comm(st.axes));
     sg.copies = static_cast<std::uint32_t>(g.copies.size());
+    // A collective over one rank (every axis of the step has size 1) leaves the piece as it
+    // is (detail::calls_collective): the step copies it, no member calls the communicator,
+    // and the mesh splits no communicator for the group. (Members agree: n is the same on
+    // every rank. The box check only guards the reasoning.)
+    sg.alone = is_collective(st.kind) && n == 1 && sg.nb == cur;
+    if (sg.alone) {
+      sg.idle = true;
+      cur = sg.nb;
+      if (i + 1 < nsteps) g.slot_elems = std::max(g.slot_elems, sg.out_elems);
+      continue;
+    }
+    if (is_collective(st.kind)) sg.comm = static_cast<void*>(&m.group_comm(st.axes));
     auto member_box = [&](const runtime_layout& l, int q) {
       int c[N];
       member_coord<N>(st.axes, shape, coord, q, c);
@@ -280,6 +291,9 @@ class executor {
       }
       else if constexpr (K == step_kind::pad) pad(st, sg, out);
       else identity(st, sg, out);
+    } else if (sg.alone) {  // a collective over one rank: the piece stays
+      ops::copy(out, in_, sg.in_elems, s_);
+      if constexpr (K == step_kind::reduce_scatter || K == step_kind::all_reduce) finish_mean(sg, out, sg.in_elems);
     }
     if constexpr (Into) {
       if (owner_ && i + 1 == g_.nsteps) {  // a padded reduce_scatter chunk: keep the piece

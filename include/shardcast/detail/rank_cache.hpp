@@ -47,6 +47,9 @@ struct step_geometry {
   /// before and after the step is empty): every member skips the call, so the group does
   /// not meet for nothing. Each member finds the same from the members' boxes.
   bool idle = false;
+  /// A collective over a group of one rank: the piece is the same before and after
+  /// (detail::calls_collective), so the step copies it without a call (`idle` is set too).
+  bool alone = false;
   /// A reduction with avg that another reduction with avg follows in the plan: on integer
   /// types it sums, and the last one divides for both (see avg_divisor).
   bool sums_avg = false;
