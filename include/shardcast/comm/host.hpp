@@ -1292,7 +1292,7 @@ void run(int nranks, F&& f, options opt = {}) {
   for (int r = 1; r < nranks; ++r) {
     try {
       threads.emplace_back(body, r);
-    } catch (const std::system_error& e) {
+    } catch (const std::exception& e) {
       // The ranks already started wait for this one: release them (comm_error in their
       // waits), let them end, then say why instead of destroying joinable threads.
       world->abort("shardcast::host::run: rank " + std::to_string(r) + "'s thread could not be started");

@@ -464,43 +464,51 @@ void run_local(int ndev, F&& f, options o) {
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   std::mutex m;
   std::exception_ptr first;
+  auto record = [&] {
+    std::lock_guard lk(m);
+    if (!first) first = std::current_exception();
+  };
+  auto body = [&](int i) {
+    // Made before the try, so the catch can abort it before the peers are told.
+    std::optional<communicator> c;
+    try {
+      c.emplace(communicator());
+    } catch (...) {  // (std::bad_alloc) no communicator owns comms[i]: abort it here, and tell the peers
+      record();
+      world->failed.store(true);
+      (void)ncclCommAbort(comms[std::size_t(i)]);
+      return;
+    }
+    c->s_->comm = comms[std::size_t(i)];
+    c->s_->owned = true;
+    c->s_->timeout = timeout;
+    c->s_->world = world;
+    try {
+      SHARDCAST_CUDA_TRY(cudaSetDevice(i));
+      device::scoped_allocator use(alloc);
+      c->fill_rank_size();
+      f(*c);
+    } catch (...) {
+      record();
+      // Then tell the peers (abort_comm sets world->failed), whose own comm_errors come
+      // second: the first exception is this rank's.
+      c->s_->abort_comm();
+    }
+  };
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(ndev));
   for (int i = 0; i < ndev; ++i) {
-    const auto start = [&](auto&& body) {
-      try {
-        threads.emplace_back(std::forward<decltype(body)>(body));
-      } catch (const std::system_error& e) {
-        // The ranks already started see the flag in their waits and abort their
-        // communicators; the ones never started are aborted here.
-        world->failed.store(true);
-        for (auto& t : threads) t.join();
-        for (int j = i; j < ndev; ++j) (void)ncclCommAbort(comms[std::size_t(j)]);
-        throw comm_error("shardcast::nccl::run_local: could not start the thread of rank " + std::to_string(i) + " of " +
-                         std::to_string(ndev) + " (" + e.what() + ")");
-      }
-    };
-    start([&, i] {
-      // Made before the try, so the catch can abort it before the peers are told.
-      communicator c;
-      c.s_->comm = comms[std::size_t(i)];
-      c.s_->owned = true;
-      c.s_->timeout = timeout;
-      c.s_->world = world;
-      try {
-        SHARDCAST_CUDA_TRY(cudaSetDevice(i));
-        device::scoped_allocator use(alloc);
-        c.fill_rank_size();
-        f(c);
-      } catch (...) {
-        {
-          std::lock_guard lk(m);
-          if (!first) first = std::current_exception();
-        }
-        // Then tell the peers (abort_comm sets world->failed), whose own comm_errors come
-        // second: the first exception is this rank's.
-        c.s_->abort_comm();
-      }
-    });
+    try {
+      threads.emplace_back(body, i);
+    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
+      // The ranks already started see the flag in their waits and abort their
+      // communicators; the ones never started are aborted here.
+      world->failed.store(true);
+      for (auto& t : threads) t.join();
+      for (int j = i; j < ndev; ++j) (void)ncclCommAbort(comms[std::size_t(j)]);
+      throw comm_error("shardcast::nccl::run_local: could not start the thread of rank " + std::to_string(i) + " of " +
+                       std::to_string(ndev) + " (" + e.what() + ")");
+    }
   }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);

@@ -506,35 +506,34 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
   auto group = std::make_shared<detail::group_state>(world, nranks);
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
   shardcast::detail::run_failure failure;
+  auto body = [&](int r) {
+    try {
+      const int dev = devices[std::size_t(r) % devices.size()];
+      SHARDCAST_CUDA_TRY(cudaSetDevice(dev));
+      device::scoped_allocator use(alloc);
+      communicator c(group, r, dev);
+      f(c);
+    } catch (const std::exception& e) {
+      // Record first, then abort: the peers' comm_errors must not come before the cause.
+      failure.record_current(failure.is_abandoned(e));
+      world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
+    } catch (...) {
+      failure.record_current(false);
+      world->abort("rank " + std::to_string(r) + " failed");
+    }
+  };
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
-    const auto start = [&](auto&& body) {
-      try {
-        threads.emplace_back(std::forward<decltype(body)>(body));
-      } catch (const std::system_error& e) {
-        // As host::run: release the ranks already started, let them end, then say why.
-        world->abort("shardcast::p2p::run: rank " + std::to_string(r) + "'s thread could not be started");
-        for (auto& t : threads) t.join();
-        throw comm_error("shardcast::p2p::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
-                         " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
-      }
-    };
-    start([&, r] {
-      try {
-        const int dev = devices[std::size_t(r) % devices.size()];
-        SHARDCAST_CUDA_TRY(cudaSetDevice(dev));
-        device::scoped_allocator use(alloc);
-        communicator c(group, r, dev);
-        f(c);
-      } catch (const std::exception& e) {
-        // Record first, then abort: the peers' comm_errors must not come before the cause.
-        failure.record_current(failure.is_abandoned(e));
-        world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
-      } catch (...) {
-        failure.record_current(false);
-        world->abort("rank " + std::to_string(r) + " failed");
-      }
-    });
+    try {
+      threads.emplace_back(body, r);
+    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
+      // As host::run: release the ranks already started, let them end, then say why.
+      world->abort("shardcast::p2p::run: rank " + std::to_string(r) + "'s thread could not be started");
+      for (auto& t : threads) t.join();
+      throw comm_error("shardcast::p2p::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
+                       " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
+    }
   }
   for (auto& t : threads) t.join();
   if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);
