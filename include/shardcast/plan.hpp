@@ -471,8 +471,11 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
   for (int a = 0; a < n; ++a)
     if ((src[a].is_shard() && (src[a].dim < 0 || src[a].dim >= rank)) || (dst[a].is_shard() && (dst[a].dim < 0 || dst[a].dim >= rank)))
       throw layout_error("shardcast::make_plan: a shard dim is negative or not below the tensor's rank");
-  for (int a = 0; a < n; ++a)
+  int unit_axes = 0;  // the axes of size 1
+  for (int a = 0; a < n; ++a) {
     if (shape[a] < 1) throw layout_error("shardcast::make_plan: a mesh axis has size below 1; every mesh axis needs size >= 1");
+    if (shape[a] == 1) unit_axes |= 1 << a;
+  }
   for (int d = 0; d < rank; ++d)
     if (ext[d] < 0) throw layout_error("shardcast::make_plan: a global extent is negative");
 
@@ -712,23 +715,26 @@ constexpr plan make_plan(const runtime_layout& src, const runtime_layout& dst, c
           // interval does not (outer axes split a dim first): S(0),S(0) -> S(1),S(0) is one
           // all_to_all over both axes. Left out, they would fail the nesting rule below.
           // Only on meshes of up to resplit_max_axes axes (see there).
+          // Axes of size 1 split nothing (part 0 of one is the whole), so they neither need
+          // re-splitting nor make others need it.
           int step_axes = axes;
           if (k == step_kind::all_to_all && n <= detail::resplit_max_axes)
             for (int a = 0; a < n; ++a) {
-              if ((axes >> a & 1) != 0 || ck[a][ui[a]] != S_) continue;
+              if ((axes >> a & 1) != 0 || ck[a][ui[a]] != S_ || shape[a] == 1) continue;
               const int d = cd[a][ui[a]];
               for (int b = 0; b < a; ++b)
-                if ((axes >> b & 1) != 0 && (cd[b][ui[b]] == d) != (cd[b][vi[b]] == d)) {
+                if ((axes >> b & 1) != 0 && shape[b] > 1 && (cd[b][ui[b]] == d) != (cd[b][vi[b]] == d)) {
                   step_axes |= 1 << a;
                   break;
                 }
             }
           // Nesting: an axis the step gathers, scatters, slices, pads or all-to-alls must be
-          // innermost, among the axes the step leaves alone, for the dims it touches.
+          // innermost, among the axes the step leaves alone, for the dims it touches. Axes of
+          // size 1 do not count, on either side: they split nothing.
           if (nests)
             for (int q = 0; q < nmv && valid; ++q) {
-              const int a = mv[q], later_kept = ~step_axes & ~((2 << a) - 1);
-              valid = pick[a] == 0 || !((ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) ||
+              const int a = mv[q], later_kept = ~step_axes & ~((2 << a) - 1) & ~unit_axes;
+              valid = pick[a] == 0 || shape[a] == 1 || !((ck[a][ui[a]] == S_ && (shard_axes[cd[a][ui[a]]] & later_kept) != 0) ||
                                         (ck[a][vi[a]] == S_ && (shard_axes[cd[a][vi[a]]] & later_kept) != 0));
             }
           // Never pass through a layout with mixed reductions.

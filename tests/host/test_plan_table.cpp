@@ -131,13 +131,14 @@ struct oracle {
     return true;
   }
   // Nesting (docs/01_layouts.md: several axes on one dim nest in increasing axis order): a step that
-  // moves data along a dim may not touch an axis that has an inner axis on that dim outside the step.
+  // moves data along a dim may not touch an axis that has an inner axis on that dim outside the step
+  // (axes of size 1, on either side, split nothing and do not count).
   bool nests(step_kind k, unsigned axes, const runtime_layout& f, const runtime_layout& t) const {
     if (k == step_kind::all_reduce || k == step_kind::identity) return true;
     for (int a = 0; a < naxes; ++a) {
-      if (!(axes >> a & 1u)) continue;
+      if (!(axes >> a & 1u) || shape[static_cast<std::size_t>(a)] == 1) continue;  // an axis of size 1 splits nothing
       for (int b = a + 1; b < naxes; ++b) {
-        if (axes >> b & 1u) continue;
+        if ((axes >> b & 1u) || shape[static_cast<std::size_t>(b)] == 1) continue;
         if (!f[b].is_shard()) continue;
         if ((f[a].is_shard() && f[a].dim == f[b].dim) || (t[a].is_shard() && t[a].dim == f[b].dim)) return false;
       }
@@ -169,8 +170,8 @@ struct oracle {
       // intervals change when an outer axis leaves or joins d. Any subset that nests will
       // do (the bytes depend on the layouts, not on the group); take the smallest group.
       unsigned extra = 0;
-      for (int a = 0; a < naxes; ++a)
-        if (f[a] == t[a] && f[a].is_shard()) extra |= 1u << a;
+      for (int a = 0; a < naxes; ++a)  // (an axis of size 1 is never split anew: its one part is the whole)
+        if (f[a] == t[a] && f[a].is_shard() && shape[static_cast<std::size_t>(a)] > 1) extra |= 1u << a;
       bool found = false;
       unsigned best = 0;
       int best_n = 0;
@@ -461,6 +462,8 @@ TEST_CASE("oracle: every pair on 1-, 2- and 3-axis meshes gets an optimal plan")
   {
     oracle o(3, 2, {2, 1, 3}, {12, 12}, sc::reduce_op::max);
     n += check_against_oracle(o, all_pairs(o.states.size()));
+    oracle o2(3, 2, {1, 2, 2}, {8, 6}, sc::reduce_op::sum);  // a size-1 axis outer to others on one dim
+    n += check_against_oracle(o2, all_pairs(o2.states.size()));
   }
   MESSAGE(n << " pairs match the oracle");
 }
@@ -506,6 +509,7 @@ TEST_CASE("measured: every plan sends exactly the predicted bytes with the predi
   // Axes of size 1: a step over them alone calls nothing and sends nothing.
   n += run_all_pairs(std::array<int, 2>{4, 1}, std::array<std::int64_t, 2>{6, 5}, sc::reduce_op::avg, true);
   n += run_all_pairs(std::array<int, 3>{1, 3, 1}, std::array<std::int64_t, 2>{7, 4}, sc::reduce_op::sum, true);
+  n += run_all_pairs(std::array<int, 3>{2, 1, 2}, std::array<std::int64_t, 2>{5, 6}, sc::reduce_op::max, true);
   MESSAGE(n << " plans executed with the predicted traffic");
 }
 
