@@ -11,10 +11,11 @@
 ///  - B of A's rank, [b..., k, n]: a batched product, as attention's per-head `Q K^T`;
 ///  - 2 < RB < RA: B [h..., k, n] is shared by A's first RA-RB dims, `[x, h, m, k] @ [h, k, n]`;
 ///  - RA < RB: A is shared by B's first RB-RA dims, `[m, k] @ [b, k, n]` is [b, m, n].
-/// A batch dim present in both operands must have the same extent in both: unlike
-/// torch.matmul, an extent-1 dim is not stretched to the other operand's extent (that
-/// throws layout_error, as any mismatch does; drop a leading extent-1 dim, e.g. by
-/// flattening it into the next one, and the operand is broadcast by rank instead).
+/// A batch dim present in both operands has the same extent in both or, as in
+/// torch.matmul, extent 1 in one of them, whose one matrix along it is then stretched over
+/// the other's extent (`[1, h, m, k] @ [b, h, k, n]` is [b, h, m, n]). A stretched dim must
+/// not be sharded over a mesh axis of more than one rank (layout_error; any other mismatch
+/// of extents throws layout_error too).
 /// `matmul<gemm_op::n, gemm_op::t>(a, b)` multiplies by B transposed (its last two dims
 /// swapped: a matrix stored [n, k], as a PyTorch `Linear` weight), `matmul<gemm_op::t>(a, b)`
 /// by A transposed (A stored [..., k, m]); no transposed copy is made: the local GEMM reads
@@ -300,7 +301,8 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 /// C = op(A) * op(B) (see the file comment): OpA/OpB = gemm_op::t reads that operand
 /// transposed (its last two dims swapped). A is [..., m, k] (rank RA >= 2), B is [..., k, n]
 /// (rank RB >= 2), both on the same mesh; C is [..., m, n] of rank max(RA, RB), the leading
-/// dims right-aligned and an operand broadcast over the batch dims it lacks. No communication.
+/// dims right-aligned and an operand broadcast over the batch dims it lacks or has with
+/// extent 1. No communication.
 /// Either operand may have a dynamic_layout; C then has one too, and an illegal pair of
 /// layouts throws instead of failing to compile.
 /// @param gemm local GEMM functor (ops/gemm.hpp), taken by reference: a move-only or stateful
@@ -311,14 +313,15 @@ using matmul_result_layout_t = typename matmul_result_layout<LA, LB, RankA, Rank
 ///        (a matrix B, A not transposed) or once per batch element of C's local piece; a
 ///        functor with the strided-batch form (ops/gemm.hpp) is called that way instead for
 ///        a batched or broadcast product: once, or (an operand with some of C's batch dims
-///        but not all) once per run of C's batch elements over which that operand's
-///        matrices are evenly spaced;
+///        but not all, or one that stretches a dim) once per run of C's batch elements over
+///        which both operands' matrices are evenly spaced;
 ///        row-major pointers in the mesh's memory space, lda/ldb the row strides as stored;
 ///        it must overwrite c.
 ///        Device backends pass their own (e.g. a cuBLAS wrapper).
 /// @param s stream C is allocated on (device meshes; the GEMM functor carries its own stream)
 /// @throws layout_error if the operands live on different meshes, if the inner extents or
-///         the extents of a batch dim of both differ (an extent 1 is not stretched), or
+///         the extents of a batch dim of both differ and neither is 1, if a stretched batch
+///         dim (extent 1 in one operand) is sharded over a mesh axis of more than one rank, or
 ///         (dynamic layouts) if the pair of placements on some mesh axis is not in the table
 ///         above (the message names the axis and both placements)
 template <gemm_op OpA, gemm_op OpB = gemm_op::n, class TA, class TB, int RA, int RB, class LA, class LB, class Mesh, class Gemm = host_gemm>
@@ -351,27 +354,25 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
   constexpr detail::matmul_dims dims(RA, RB);
   // The batch dims of both operands: C's dims from the later of the two operands' first.
   constexpr int shared_from = std::max(dims.lead_a, dims.lead_b);
+  // A shared batch dim has one extent in both, or 1 in one of them: that operand's one
+  // matrix along it is stretched over the other's extent, as in torch.matmul.
+  const auto stretched = [&](int c) { return ea[dims.a_dim(c)] != eb[dims.b_dim(c)]; };
   bool fits = ea[kd] == eb[RB - 2];
-  for (int c = shared_from; c < RC - 2; ++c) fits = fits && ea[dims.a_dim(c)] == eb[dims.b_dim(c)];
+  for (int c = shared_from; c < RC - 2; ++c) fits = fits && (!stretched(c) || ea[dims.a_dim(c)] == 1 || eb[dims.b_dim(c)] == 1);
   if (!fits) {
     // Only the conditions that fail: the contracted extents, then each shared batch dim.
     const std::string sa = detail::describe_extents(a.global_extents()), sb = detail::describe_extents(b.global_extents());
     std::string why;
-    bool one = false;  // a mismatched batch extent is 1 (torch.matmul would stretch it)
     if (ea[kd] != eb[RB - 2])
       why = "op(A)'s last extent (" + std::to_string(ea[kd]) + ") differs from op(B)'s rows (" + std::to_string(eb[RB - 2]) + ")";
     for (int c = shared_from; c < RC - 2; ++c)
-      if (ea[dims.a_dim(c)] != eb[dims.b_dim(c)]) {
-        one = one || ea[dims.a_dim(c)] == 1 || eb[dims.b_dim(c)] == 1;
+      if (stretched(c) && ea[dims.a_dim(c)] != 1 && eb[dims.b_dim(c)] != 1)
         why += (why.empty() ? "" : "; ") + std::string("the batch dim they share as C's dim ") + std::to_string(c) + " (A's dim " +
                std::to_string(dims.a_dim(c)) + ", B's dim " + std::to_string(dims.b_dim(c)) + ", aligned from the right) is " +
-               std::to_string(ea[dims.a_dim(c)]) + " in A and " + std::to_string(eb[dims.b_dim(c)]) + " in B";
-      }
+               std::to_string(ea[dims.a_dim(c)]) + " in A and " + std::to_string(eb[dims.b_dim(c)]) +
+               " in B (shared batch dims need equal extents, or 1 in one operand)";
     throw layout_error(std::string(who) + ": A is " + sa + (OpA == gemm_op::t ? " (read transposed)" : "") + " but B is " + sb +
-                       (OpB == gemm_op::t ? " (read transposed)" : "") + ": " + why +
-                       (one ? "; shared batch dims must have equal extents: matmul does not stretch an extent-1 dim as torch.matmul "
-                              "does (drop a leading one, e.g. by flattening it into the next dim, and the operand is broadcast by rank)"
-                            : std::string()));
+                       (OpB == gemm_op::t ? " (read transposed)" : "") + ": " + why);
   }
   runtime_layout lc{};
   if constexpr (std::is_same_v<LC, dynamic_layout>) {
@@ -379,8 +380,26 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     detail::expect_matmul_legal(who, r, a.layout(), b.layout(), RA, RB, OpA, OpB);
     lc = r.out;
   }
+  // A stretched dim must lie whole on every rank: sharded over a mesh axis of more than one
+  // rank, the operand's one index would be on one rank while C's indices are spread over all.
+  // (A batch dim of both is sharded in both or in neither, so one check covers both.)
+  for (int c = shared_from; c < RC - 2; ++c) {
+    if (!stretched(c)) continue;
+    const runtime_layout la = a.layout(), lb = b.layout();
+    for (int x = 0; x < Mesh::naxes; ++x) {
+      const bool in_a = la[x].is_shard() && la[x].dim == dims.a_dim(c), in_b = lb[x].is_shard() && lb[x].dim == dims.b_dim(c);
+      if (a.mesh().size(x) > 1 && (in_a || in_b))
+        throw layout_error(std::string(who) + ": the batch dim C's dim " + std::to_string(c) + " has extent " +
+                           std::to_string(ea[dims.a_dim(c)]) + " in A and " + std::to_string(eb[dims.b_dim(c)]) +
+                           " in B, so the operand of extent 1 is stretched over it, but mesh axis " + std::to_string(x) + " shards it (A " +
+                           to_string(la) + ", B " + to_string(lb) + "); a stretched dim cannot be sharded: replicate it in both operands");
+    }
+  }
   std::array<std::int64_t, static_cast<std::size_t>(RC)> ec{};
-  for (int c = 0; c < RC - 1; ++c) ec[c] = dims.a_dim(c) >= 0 ? ea[dims.a_dim(c)] : eb[dims.b_dim(c)];
+  for (int c = 0; c < RC - 1; ++c) {
+    const int da = dims.a_dim(c), db = dims.b_dim(c);
+    ec[c] = da >= 0 && (db < 0 || ea[da] != 1) ? ea[da] : eb[db];  // (a stretched dim: the other operand's extent)
+  }
   ec[RC - 1] = eb[RB - 1];
   auto c = detail::make_output<T, RC, LC>(a.mesh(), ec, lc, s);
   const box ba = detail::operand_box(a.local_box(), OpA), bb = detail::operand_box(b.local_box(), OpB);
@@ -390,8 +409,9 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
   bool lined_up = ba.off[kd] == bb.off[RB - 2] && ba.ext[kd] == bb.ext[RB - 2];
   for (int d = 0; d < RC; ++d) {
     const int da = dims.a_dim(d), db = dims.b_dim(d);
-    if (da >= 0) lined_up = lined_up && ba.off[da] == bc.off[d] && ba.ext[da] == bc.ext[d];
-    if (db >= 0) lined_up = lined_up && bb.off[db] == bc.off[d] && bb.ext[db] == bc.ext[d];
+    const bool sd = d >= shared_from && d < RC - 2 && stretched(d);  // the stretched operand holds its whole extent 1
+    if (da >= 0 && !(sd && ea[da] == 1)) lined_up = lined_up && ba.off[da] == bc.off[d] && ba.ext[da] == bc.ext[d];
+    if (db >= 0 && !(sd && eb[db] == 1)) lined_up = lined_up && bb.off[db] == bc.off[d] && bb.ext[db] == bc.ext[d];
   }
   SHARDCAST_EXPECTS(lined_up, "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
   if (c.local_size() == 0) return c;
@@ -410,33 +430,64 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     for (int d = 0; d < kd; ++d) rows *= ba.ext[d];
     call(rows, a.data(), b.data(), c.data());
   } else {
-    // One GEMM per batch element of C's piece, or strided batches. An operand's batch dims
-    // are the last of C's (right-aligned) with the same local extents, so in row-major
-    // order the element i of C reads the operand's element i modulo the operand's local
-    // batch count: the same matrix for every index along the dims it lacks.
-    std::int64_t batches = 1, batches_a = 1, batches_b = 1;
-    for (int d = 0; d < RC - 2; ++d) {
-      batches *= bc.ext[d];
-      if (d >= dims.lead_a) batches_a *= bc.ext[d];
-      if (d >= dims.lead_b) batches_b *= bc.ext[d];
+    // One GEMM per batch element of C's piece, or strided batches. Per batch dim of C, each
+    // operand steps by a number of its own matrices (row-major over its local batch
+    // extents), or by 0 where it lacks the dim or stretches it: it reads the same matrix
+    // for every index along that dim.
+    constexpr int NB = RC - 2 > 0 ? RC - 2 : 1;
+    std::int64_t ext[NB]{}, step_a[NB]{}, step_b[NB]{};
+    std::int64_t batches = 1;
+    std::int64_t na = 1, nb = 1;  // the operands' matrices in the local batch dims after d
+    for (int d = RC - 3; d >= 0; --d) {
+      ext[d] = bc.ext[d];
+      batches *= ext[d];
+      const int da = dims.a_dim(d), db = dims.b_dim(d);
+      const bool sd = d >= shared_from && stretched(d);
+      if (da >= 0 && !(sd && ea[da] == 1)) step_a[d] = na, na *= ba.ext[da];
+      if (db >= 0 && !(sd && eb[db] == 1)) step_b[d] = nb, nb *= bb.ext[db];
     }
     const std::int64_t m = bc.ext[RC - 2], per_a = m * k, per_b = k * n, per_c = m * n;
+    // The matrices of A and B that C's batch element i (row-major over C's local batch
+    // extents) reads, as offsets in elements.
+    const auto offsets = [&](std::int64_t i, std::int64_t& oa, std::int64_t& ob) {
+      oa = ob = 0;
+      for (int d = RC - 3; d >= 0; --d) {
+        const std::int64_t j = i % ext[d];
+        i /= ext[d];
+        oa += j * step_a[d];
+        ob += j * step_b[d];
+      }
+      oa *= per_a;
+      ob *= per_b;
+    };
     if constexpr (detail::gemm_strided_batched_v<T, G&>) {
-      // Strided batches: an operand with all of C's batch dims steps one matrix per element,
-      // one without any a stride of 0; one with some of them (a strict suffix, e.g.
-      // [heads, m, k] against C's [batch, heads, m, n]) steps through its own batch count and
-      // starts again, so each call covers that many elements. Both counts are products of
-      // suffixes of C's batch extents: the smaller divides the larger and `batches`.
-      std::int64_t run = batches;
-      if (batches_a > 1) run = std::min(run, batches_a);
-      if (batches_b > 1) run = std::min(run, batches_b);
-      const std::int64_t stride_a = batches_a > 1 ? per_a : 0, stride_b = batches_b > 1 ? per_b : 0;
-      for (std::int64_t i = 0; i < batches; i += run)
-        g(OpA, OpB, m, n, k, a.data() + i % batches_a * per_a, lda, stride_a, b.data() + i % batches_b * per_b, ldb, stride_b,
-          c.data() + i * per_c, n, per_c, run, false);
+      // Strided batches: a run is C's innermost batch dims over which both operands step
+      // evenly (one matrix, or 0 for a repeated one): an operand with all of C's batch dims
+      // covers them all, one with some of them (e.g. [heads, m, k] against C's [batch,
+      // heads, m, n]) or stretching one only those inside it. Dims of local extent 1 do not
+      // break a run.
+      std::int64_t run = 1, sa = -1, sb = 0;
+      for (int d = RC - 3; d >= 0; --d) {
+        if (ext[d] == 1) continue;
+        if (sa < 0) {
+          sa = step_a[d], sb = step_b[d], run = ext[d];
+          continue;
+        }
+        if (step_a[d] != sa * run || step_b[d] != sb * run) break;
+        run *= ext[d];
+      }
+      const std::int64_t stride_a = sa > 0 ? sa * per_a : 0, stride_b = sb * per_b;
+      for (std::int64_t i = 0; i < batches; i += run) {
+        std::int64_t oa, ob;
+        offsets(i, oa, ob);
+        g(OpA, OpB, m, n, k, a.data() + oa, lda, stride_a, b.data() + ob, ldb, stride_b, c.data() + i * per_c, n, per_c, run, false);
+      }
     } else {
-      for (std::int64_t i = 0; i < batches; ++i)
-        call(m, a.data() + i % batches_a * per_a, b.data() + i % batches_b * per_b, c.data() + i * per_c);
+      for (std::int64_t i = 0; i < batches; ++i) {
+        std::int64_t oa, ob;
+        offsets(i, oa, ob);
+        call(m, a.data() + oa, b.data() + ob, c.data() + i * per_c);
+      }
     }
   }
   return c;
