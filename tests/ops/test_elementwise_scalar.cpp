@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <shardcast/comm/host.hpp>
+#include <shardcast/ops/broadcast.hpp>
 #include <shardcast/ops/elementwise.hpp>
 #include <string>
 #include <type_traits>
@@ -553,6 +554,58 @@ TEST_CASE("integer division by zero is refused before dividing; lowest() / -1 wr
   });
   f.report();
   CHECK(threw[1] == 1);
+}
+
+// The same divisions written with the functors: zip(a, b, fn::div), broadcast_zip<D>(a, b,
+// fn::div) (the documented e / sum(e) normalisation), map(x, fn::div_by(c)) and map(x,
+// fn::rdiv(c)) refuse an integer zero divisor as shardcast::div does, instead of ending the
+// process (SIGFPE); the rank whose piece holds the zero throws, before anything is divided.
+TEST_CASE_TEMPLATE("integer division by zero through fn::div, fn::div_by and fn::rdiv is refused as by div", T, int, std::int64_t) {
+  optest::failures f;
+  sc::host::run(3, [&](sc::host::communicator& comm) {
+    auto m = sc::make_mesh(comm, std::array<int, 1>{3});
+    const sc::runtime_layout s0{pd::make_shard(0)};
+    auto message = [](auto&& op) -> std::string {
+      try {
+        (void)op();
+      } catch (const sc::layout_error& e) {
+        return e.what();
+      }
+      return "no exception";
+    };
+    const auto a = sc::distribute(m, s0, std::vector<T>{6, 6, 6, 6, 6, 6}, {6});
+    const auto b = sc::distribute(m, s0, std::vector<T>{1, 2, 3, 0, 6, -6}, {6});  // rank 1 holds the 0
+    // e [3, 2] by rows, and its row sums [3, 1]: the second row sums to 0 (rank 1's row).
+    const auto e = sc::distribute(m, s0, std::vector<T>{1, 1, 1, -1, 2, 2}, {3, 2});
+    const auto rows = sc::distribute(m, s0, std::vector<T>{2, 0, 4}, {3, 1});
+    const std::string zip = message([&] { return sc::zip(a, b, sc::fn::div); });
+    const std::string bz = message([&] { return sc::broadcast_zip<1>(e, rows, sc::fn::div); });
+    const std::string rd = message([&] { return sc::map(b, sc::fn::rdiv(12)); });
+    if (comm.rank() == 1) {
+      if (zip.find("shardcast::zip: b (the divisor of fn::div) has integer elements, and its local piece on the rank at mesh coordinates (1) "
+                   "holds 0 at local element 1") != 0)
+        f.add(comm.rank(), "zip(a, b, fn::div): " + zip);
+      if (bz.find("shardcast::broadcast_zip: b (the divisor of fn::div) has integer elements, and its local piece on the rank at mesh "
+                  "coordinates (1) holds 0 at local element 0") != 0)
+        f.add(comm.rank(), "broadcast_zip<1>(e, rows, fn::div): " + bz);
+      if (rd.find("shardcast::map: x (the divisor of fn::rdiv) has integer elements") != 0) f.add(comm.rank(), "map(b, fn::rdiv(12)): " + rd);
+    } else {
+      for (const std::string* s : {&zip, &bz, &rd})
+        if (*s != "no exception") f.add(comm.rank(), "a rank without a zero divisor threw: " + *s);
+    }
+    // fn::div_by(c): c converted to T is 0 on every rank, so every rank throws.
+    for (const std::string& s : {message([&] { return sc::map(a, sc::fn::div_by(0)); }), message([&] { return sc::map(a, sc::fn::div_by(0.5)); })})
+      if (s.find("shardcast::map: fn::div_by(c) divides integer elements by c converted to their type, which is 0") != 0)
+        f.add(comm.rank(), "map(a, fn::div_by(0 or 0.5)): " + s);
+    // Nonzero divisors divide as before.
+    const auto b2 = sc::distribute(m, s0, std::vector<T>{1, 2, 3, 4, 6, -6}, {6});
+    f.add(comm.rank(), optest::compare_global(sc::zip(a, b2, sc::fn::div), std::vector<T>{6, 3, 2, 1, 1, -1}));
+    f.add(comm.rank(), optest::compare_global(sc::map(a, sc::fn::div_by(4)), std::vector<T>{1, 1, 1, 1, 1, 1}));
+    f.add(comm.rank(), optest::compare_global(sc::map(b2, sc::fn::rdiv(12)), std::vector<T>{12, 6, 4, 3, 2, -2}));
+    const auto rows2 = sc::distribute(m, s0, std::vector<T>{2, -1, 4}, {3, 1});
+    f.add(comm.rank(), optest::compare_global(sc::broadcast_zip<1>(e, rows2, sc::fn::div), std::vector<T>{0, 0, -1, 1, 0, 0}));
+  });
+  f.report();
 }
 
 TEST_CASE("div(x, c) computes x / c, not x * (1 / c)") {

@@ -1097,6 +1097,37 @@ struct no_check {
   void operator()() const noexcept {}
 };
 
+template <class D>
+void expect_no_zero_divisor(const char* who, const char* name, const D& d);
+
+template <class F>
+inline constexpr bool is_div_by_v = false;
+template <class S>
+inline constexpr bool is_div_by_v<fn::div_by_fn<S>> = true;
+template <class F>
+inline constexpr bool is_rdiv_v = false;
+template <class S>
+inline constexpr bool is_rdiv_v<fn::rdiv_fn<S>> = true;
+
+/// The zero-divisor checks of shardcast::div, for the same division passed as a functor to
+/// map, zip or broadcast_zip (integer division by zero is undefined: on the host it ends the
+/// process): fn::div_by(c) with c 0 in x's integer type (every rank throws alike), fn::rdiv(c)
+/// with a 0 in x's piece, fn::div with a 0 in b's piece (those ranks throw; the scan reads
+/// host memory only, see expect_no_zero_divisor). Not when the caller checked already
+/// (`Checked`: shardcast::div passes its own check).
+template <class F, bool Checked, class X>
+void expect_functor_divisor(const char* who, const X& x, const F& f) {
+  using T = std::remove_const_t<typename X::value_type>;
+  if constexpr (std::is_integral_v<T> && is_div_by_v<F>) {
+    if (static_cast<T>(f.c) == T(0))
+      throw layout_error(std::string(who) + ": fn::div_by(c) divides integer elements by c converted to their type, which is 0; integer "
+                         "division by zero is undefined, so nothing was divided. Pass a c that is nonzero in the element type, or "
+                         "convert x to a floating type first");
+  } else if constexpr (is_rdiv_v<F> && !Checked) {
+    expect_no_zero_divisor(who, "x (the divisor of fn::rdiv)", x);
+  }
+}
+
 /// (X: x's dtensor type, const when the caller keeps x; likewise XA and X below.)
 /// `check()` runs after the layout checks, before the output is made.
 template <bool Given, class X, class F, class Check = no_check>
@@ -1114,6 +1145,7 @@ auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s, 
     ly = r.out;
   }
   check();
+  expect_functor_divisor<F, !std::is_same_v<Check, no_check>>(who, x, f);
   const T* const in = x.data();
   const std::size_t n = x.local_size();
   auto y = elementwise_output<U, R, LY, Given, false>(x, x, ly, true, s);
@@ -1159,6 +1191,7 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   }
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
   check();
+  if constexpr (std::is_same_v<F, fn::div_fn> && std::is_same_v<Check, no_check>) expect_no_zero_divisor(who, "b (the divisor of fn::div)", b);
   // Pointers first: b may be a itself (zip(std::move(a), a)), which taking a empties.
   const TA* const ain = a.data();
   const TB* const bin = b.data();

@@ -98,7 +98,8 @@ struct mul_fn {
 /// a / b (integer division, truncating toward zero, for integer T). Not linear in (a, b)
 /// jointly. Over signed integers lowest() / -1 wraps to lowest() (as fn::neg) instead of
 /// overflowing; a zero divisor is undefined for integers (inf or NaN for floating types):
-/// `shardcast::div` checks the divisor's piece on the host, the functor cannot.
+/// the functor cannot check it; `shardcast::div`, and `zip`/`broadcast_zip` given this
+/// functor, scan the divisor's piece on the host first.
 struct div_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T a, T b) const { return detail::quotient(a, b); }
@@ -258,7 +259,7 @@ struct rsub_fn {
 /// x / c, computed as a division (not as x * (1 / c), which rounds differently); c is
 /// stored and converted to x's arithmetic type at the call. Integer division truncates,
 /// and lowest() / -1 wraps to lowest() (see fn::div); c = 0 is undefined for integers:
-/// `shardcast::div(x, c)` refuses it before dividing, the functor cannot.
+/// `shardcast::div(x, c)` and `map` refuse it before dividing, the functor cannot.
 template <class S>
 struct div_by_fn {
   S c;
@@ -270,7 +271,7 @@ struct div_by_fn {
   }
 };
 /// c / x (c stored and converted as in fn::div_by). For integers x = 0 is undefined
-/// (`shardcast::div(c, x)` checks x's piece on the host) and lowest() / -1 wraps.
+/// (`shardcast::div(c, x)` and `map` check x's piece on the host) and lowest() / -1 wraps.
 template <class S>
 struct rdiv_fn {
   S c;
