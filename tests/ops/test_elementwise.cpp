@@ -796,6 +796,13 @@ TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements")
     CHECK(differ.find("P(sum) vs S(1)") != std::string::npos);
     CHECK(msg([&] { return sc::map(x, sc::fn::gelu); }).find("not linear") != std::string::npos);
     CHECK(msg([&] { return sc::mul(x, x); }).find("not linear") != std::string::npos);
+    // Two partial<max> operands: the message speaks of combining two operands, not of maps.
+    auto xm = sc::distribute(m, sc::runtime_layout::parse("S(0),P(max)"), g, e);
+    const std::string two_max = msg([&] { return sc::zip(xm, xm, sc::fn::max); });
+    CHECK(two_max.find("both operands are P(max) on mesh axis 1; two partial<max|min|prod> operands are not combined term by term") !=
+          std::string::npos);
+    CHECK(two_max.find("fn::sqrt") == std::string::npos);
+    CHECK(msg([&] { return sc::map(xm, sc::fn::sqrt); }).find("fn::sqrt and fn::log are neither") != std::string::npos);
     auto bias = sc::distribute(m, sc::runtime_layout::parse("R,R"), optest::ints<float>(4, 1), std::array<std::int64_t, 1>{4});
     CHECK(msg([&] { return sc::bias_add(x, bias); }).find("once per partial term") != std::string::npos);
     const std::string wrong_bias = msg([&] { return sc::bias_add(y, bias); });

@@ -119,6 +119,7 @@ auto broadcast_zip_impl(XA& a, XB& b, F f, typename XA::mesh_type::stream_type s
   static_assert(XB::rank == R, "shardcast::broadcast_zip<D>: b must have a's rank, with extent 1 on dim D (reduce<D, Op, keep_dim> gives that).");
   static_assert(std::is_same_v<typename XB::mesh_type, Mesh>, "shardcast::broadcast_zip<D>: the operands have different mesh types; both must live on the same mesh.");
   constexpr const char* who = "shardcast::broadcast_zip";
+  static_assert(check_functor<F, TA, TB>());
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, broadcast_zip_layout<LA, LB, D, F, TA, TB>>::type;

@@ -761,6 +761,11 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              " but the functor is not linear (f(x1 + x2) != f(x1) + f(x2)); redistribute to replicate (all_reduce) or shard "
              "(reduce_scatter) on that axis first, or pass fn::linear(f) if f is linear";
     case op_rule::partial_not_termwise:
+      if (b.naxes)  // zip: both operands hold that partial
+        return head + "both operands are " + pa + " on " + ax +
+               "; two partial<max|min|prod> operands are not combined term by term (max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + "
+               "b2), and the few functors for which it holds, such as fn::max of two partial<max>, are not told apart), so "
+               "redistribute one operand to replicate (all_reduce) on that axis first";
       return head + "the tensor is " + pa + " on " + ax +
              "; partial<max|min|prod> terms cannot be transformed or combined one by one (only a map nondecreasing in x keeps "
              "partial<max|min>, and a nonincreasing one swaps them; fn::sqrt and fn::log are neither, as a negative term becomes "
@@ -1130,9 +1135,25 @@ void expect_functor_divisor(const char* who, const X& x, const F& f) {
 
 /// (X: x's dtensor type, const when the caller keeps x; likewise XA and X below.)
 /// `check()` runs after the layout checks, before the output is made.
+/// The functor checks of map and zip, as first errors (before the result type, which names
+/// std::invoke_result, is formed): f callable on a const functor, and an element type out.
+template <class F, class... T>
+constexpr bool check_functor() {
+  static_assert(std::is_invocable_v<const F&, const T&...>,
+                "shardcast::map/zip/broadcast_zip: f cannot be called as a const functor with the operands' elements (a lambda marked "
+                "mutable cannot: the operators call one f for every element, on every rank, in any order; keep state outside f)");
+  if constexpr (std::is_invocable_v<const F&, const T&...>)
+    static_assert(element_type<std::remove_cvref_t<std::invoke_result_t<const F&, const T&...>>>,
+                  "shardcast::map/zip/broadcast_zip: f returns a type that is not an element type (float, double, std::int8_t to "
+                  "std::int64_t, std::uint8_t, std::uint32_t, std::uint64_t, and the CUDA half, bfloat16 and fp8 types); a comparison's "
+                  "bool too: return T(a < b), say");
+  return true;
+}
+
 template <bool Given, class X, class F, class Check = no_check>
 auto map_impl(const char* who, X& x, F f, typename X::mesh_type::stream_type s, Check check = {}) {
   using T = typename X::value_type;
+  static_assert(check_functor<F, T>());
   constexpr int R = X::rank;
   using L = typename X::layout_type;
   using Mesh = typename X::mesh_type;
@@ -1173,6 +1194,7 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   static_assert(XB::rank == R, "shardcast::zip/add/sub/mul/div: the operands have different tensor ranks; elementwise operands need equal global extents "
                                "(for a rank-0 factor use mul(x, s) or scale(x, s), for a rank-0 divisor div(x, s), for a host divisor div(x, c), "
                                "for a row vector bias_add(x, bias)).");
+  static_assert(check_functor<F, TA, TB>());
   using V = zip_result_t<TA, TB, F>;
   constexpr bool dyn = is_dynamic_v<LA> || is_dynamic_v<LB>;
   using LY = typename std::conditional_t<dyn, std::type_identity<dynamic_layout>, zip_layout<LA, LB, F, TA, TB>>::type;
