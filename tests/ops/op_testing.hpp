@@ -25,6 +25,28 @@ namespace optest {
 namespace sc = shardcast;
 using pd = sc::placement_desc;
 
+/// The message of the layout_error `op()` throws, or "no exception".
+template <class F>
+std::string layout_error_of(F&& op) {
+  try {
+    (void)op();
+  } catch (const sc::layout_error& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+/// x as `count` row-major [rows, cols] matrices, each transposed.
+template <class V>
+std::vector<V> transposed(const std::vector<V>& x, std::int64_t rows, std::int64_t cols, std::int64_t count = 1) {
+  std::vector<V> y(x.size());
+  for (std::int64_t b = 0; b < count; ++b)
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j)
+        y[static_cast<std::size_t>(b * rows * cols + j * rows + i)] = x[static_cast<std::size_t>(b * rows * cols + i * cols + j)];
+  return y;
+}
+
 /// R, S(0..rank-1), and P(op) for each op in `ops`.
 inline std::vector<pd> placements(int rank, std::initializer_list<sc::reduce_op> ops) {
   std::vector<pd> v{pd::make_replicate()};

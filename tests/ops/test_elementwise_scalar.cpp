@@ -494,14 +494,7 @@ TEST_CASE("integer division by zero is refused before dividing; lowest() / -1 wr
   sc::host::run(3, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, std::array<int, 1>{3});
     const sc::runtime_layout s0{pd::make_shard(0)};
-    auto message = [](auto&& op) -> std::string {
-      try {
-        (void)op();
-      } catch (const sc::layout_error& e) {
-        return e.what();
-      }
-      return "no exception";
-    };
+    const auto message = [](auto&& op) { return optest::layout_error_of(op); };
     // div(x, c): the same c on every rank, so every rank refuses it alike.
     const auto x = sc::distribute(m, s0, std::vector<int>{7, -7, 1, 0, 5, 6}, {6});
     const std::string zero = message([&] { return sc::div(x, 0); });
@@ -565,14 +558,7 @@ TEST_CASE_TEMPLATE("integer division by zero through fn::div, fn::div_by and fn:
   sc::host::run(3, [&](sc::host::communicator& comm) {
     auto m = sc::make_mesh(comm, std::array<int, 1>{3});
     const sc::runtime_layout s0{pd::make_shard(0)};
-    auto message = [](auto&& op) -> std::string {
-      try {
-        (void)op();
-      } catch (const sc::layout_error& e) {
-        return e.what();
-      }
-      return "no exception";
-    };
+    const auto message = [](auto&& op) { return optest::layout_error_of(op); };
     const auto a = sc::distribute(m, s0, std::vector<T>{6, 6, 6, 6, 6, 6}, {6});
     const auto b = sc::distribute(m, s0, std::vector<T>{1, 2, 3, 0, 6, -6}, {6});  // rank 1 holds the 0
     // e [3, 2] by rows, and its row sums [3, 1]: the second row sums to 0 (rank 1's row).
@@ -627,14 +613,7 @@ TEST_CASE("refusals of division and of the scalar-first forms name the operator,
     auto m = sc::make_mesh(comm, std::array<int, 2>{2, 2});
     const std::array<std::int64_t, 2> e{3, 4};
     const auto g = optest::units<float>(12, 0);
-    auto msg = [](auto&& op) -> std::string {
-      try {
-        (void)op();
-      } catch (const sc::layout_error& ex) {
-        return ex.what();
-      }
-      return "no exception";
-    };
+    const auto msg = [](auto&& op) { return optest::layout_error_of(op); };
     auto need = [&](const char* what, const std::string& got, std::initializer_list<const char*> parts) {
       for (const char* p : parts)
         if (got.find(p) == std::string::npos) f.add(comm.rank(), std::string(what) + ": the message lacks \"" + p + "\": " + got);

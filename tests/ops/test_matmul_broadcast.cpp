@@ -27,6 +27,7 @@ namespace sc = shardcast;
 namespace {
 using optest::ints;
 using optest::ref_gemm;
+using optest::transposed;
 using pd = sc::placement_desc;
 using R = sc::replicate;
 using S0 = sc::shard<0>;
@@ -135,16 +136,6 @@ int table_layout(const sc::runtime_layout& a, const sc::runtime_layout& b, int r
 // The reference: C's batch indices walked one by one, each reading the A and B matrices at
 // the indices of the batch dims each operand has (its last RX-2 of C's).
 // ---------------------------------------------------------------------------------------
-/// x as `count` row-major [rows, cols] matrices, each transposed.
-std::vector<double> transposed(const std::vector<double>& x, std::int64_t rows, std::int64_t cols, std::int64_t count) {
-  std::vector<double> y(x.size());
-  for (std::int64_t b = 0; b < count; ++b)
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j)
-        y[static_cast<std::size_t>(b * rows * cols + j * rows + i)] = x[static_cast<std::size_t>(b * rows * cols + i * cols + j)];
-  return y;
-}
-
 /// One product: C's batch extents, m, k, n; op(A) is [batch[RC-RA..], m, k] and op(B)
 /// [batch[RC-RB..], k, n].
 template <int RA, int RB>

@@ -23,6 +23,7 @@ namespace sc = shardcast;
 namespace {
 using optest::ints;
 using optest::ref_gemm;
+using optest::transposed;
 using pd = sc::placement_desc;
 using R = sc::replicate;
 using S0 = sc::shard<0>;
@@ -112,17 +113,6 @@ int table_layout(const sc::runtime_layout& a, const sc::runtime_layout& b, int r
 // The reference: op(A) and op(B) written out, one global GEMM per batch element (A's row
 // dims flattened for a matrix B).
 // ---------------------------------------------------------------------------------------
-/// x as `count` row-major [rows, cols] matrices, each transposed.
-template <class V>
-std::vector<V> transposed(const std::vector<V>& x, std::int64_t rows, std::int64_t cols, std::int64_t count = 1) {
-  std::vector<V> y(x.size());
-  for (std::int64_t b = 0; b < count; ++b)
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j)
-        y[static_cast<std::size_t>(b * rows * cols + j * rows + i)] = x[static_cast<std::size_t>(b * rows * cols + i * cols + j)];
-  return y;
-}
-
 /// The shapes of one product: op(A) is [lead..., m, k]; op(B) is [k, n] (RB = 2) or
 /// [lead..., k, n] (RB = RA).
 template <int RA, int RB>

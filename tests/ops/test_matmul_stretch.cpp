@@ -29,17 +29,6 @@ using optest::ref_gemm;
 constexpr auto N = sc::gemm_op::n;
 constexpr auto T = sc::gemm_op::t;
 
-/// Each [rows, cols] matrix of x transposed.
-std::vector<double> transposed(const std::vector<double>& x, std::int64_t rows, std::int64_t cols) {
-  std::vector<double> y(x.size());
-  const std::int64_t count = rows * cols > 0 ? static_cast<std::int64_t>(x.size()) / (rows * cols) : 0;
-  for (std::int64_t b = 0; b < count; ++b)
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j)
-        y[static_cast<std::size_t>(b * rows * cols + j * rows + i)] = x[static_cast<std::size_t>(b * rows * cols + i * cols + j)];
-  return y;
-}
-
 /// One product: op(A) [.., m, k] of rank RA and op(B) [.., k, n] of rank RB as read, their
 /// batch dims right-aligned; A and B as stored for the transpositions, and the reference C.
 template <int RA, int RB>
@@ -64,8 +53,8 @@ struct product {
     for (int d = 0; d < RB - 2; ++d) nb *= eb[static_cast<std::size_t>(d)];
     for (int d = 0; d < RC - 2; ++d) nc *= ec[static_cast<std::size_t>(d)];
     const auto opa = ints<double>(na * m * k, 1), opb = ints<double>(nb * k * n, 4);
-    a = oa == T ? transposed(opa, m, k) : opa;
-    b = ob == T ? transposed(opb, k, n) : opb;
+    a = oa == T ? optest::transposed(opa, m, k, na) : opa;
+    b = ob == T ? optest::transposed(opb, k, n, nb) : opb;
     for (std::int64_t i = 0; i < nc; ++i) {
       std::array<std::int64_t, RC> idx{};  // C's batch index i as a multi-index
       for (std::int64_t d = RC - 3, rest = i; d >= 0; --d) {
