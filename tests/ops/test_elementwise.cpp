@@ -789,6 +789,11 @@ TEST_CASE("elementwise misuse on dynamic layouts names the axis and placements")
           std::string::npos);
     CHECK(two_max.find("fn::sqrt") == std::string::npos);
     CHECK(msg([&] { return sc::map(xm, sc::fn::sqrt); }).find("fn::sqrt and fn::log are neither") != std::string::npos);
+    // mul(x, s) with a replicated rank-0 s: one partial operand, the map's wording.
+    const auto s2 = sc::distribute(m, sc::runtime_layout::parse("R,R"), std::vector<float>{2.f}, std::array<std::int64_t, 0>{});
+    const std::string by_s = msg([&] { return sc::mul(xm, s2); });
+    CHECK(by_s.find("the tensor is P(max) on mesh axis 1") != std::string::npos);
+    CHECK(by_s.find("both operands") == std::string::npos);
     auto bias = sc::distribute(m, sc::runtime_layout::parse("R,R"), optest::ints<float>(4, 1), std::array<std::int64_t, 1>{4});
     CHECK(msg([&] { return sc::bias_add(x, bias); }).find("once per partial term") != std::string::npos);
     const std::string wrong_bias = msg([&] { return sc::bias_add(y, bias); });

@@ -567,6 +567,9 @@ TEST_CASE_TEMPLATE("integer division by zero through fn::div, fn::div_by and fn:
     const std::string zip = message([&] { return sc::zip(a, b, sc::fn::div); });
     const std::string bz = message([&] { return sc::broadcast_zip<1>(e, rows, sc::fn::div); });
     const std::string rd = message([&] { return sc::map(b, sc::fn::rdiv(12)); });
+    // The same divisions marked with a property (a mark changes no arithmetic).
+    const std::string zip_marked = message([&] { return sc::zip(a, b, sc::fn::nondecreasing_in<0>(sc::fn::div)); });
+    const std::string rd_marked = message([&] { return sc::map(b, sc::fn::nonincreasing_in<0>(sc::fn::rdiv(12))); });
     if (comm.rank() == 1) {
       if (zip.find("shardcast::zip: b (the divisor of fn::div) has integer elements, and its local piece on the rank at mesh coordinates (1) "
                    "holds 0 at local element 1") != 0)
@@ -575,12 +578,15 @@ TEST_CASE_TEMPLATE("integer division by zero through fn::div, fn::div_by and fn:
                   "coordinates (1) holds 0 at local element 0") != 0)
         f.add(comm.rank(), "broadcast_zip<1>(e, rows, fn::div): " + bz);
       if (rd.find("shardcast::map: x (the divisor of fn::rdiv) has integer elements") != 0) f.add(comm.rank(), "map(b, fn::rdiv(12)): " + rd);
+      if (zip_marked.find("shardcast::zip: b (the divisor of fn::div) has integer elements") != 0) f.add(comm.rank(), "marked fn::div: " + zip_marked);
+      if (rd_marked.find("shardcast::map: x (the divisor of fn::rdiv) has integer elements") != 0) f.add(comm.rank(), "marked fn::rdiv: " + rd_marked);
     } else {
-      for (const std::string* s : {&zip, &bz, &rd})
+      for (const std::string* s : {&zip, &bz, &rd, &zip_marked, &rd_marked})
         if (*s != "no exception") f.add(comm.rank(), "a rank without a zero divisor threw: " + *s);
     }
     // fn::div_by(c): c converted to T is 0 on every rank, so every rank throws.
-    for (const std::string& s : {message([&] { return sc::map(a, sc::fn::div_by(0)); }), message([&] { return sc::map(a, sc::fn::div_by(0.5)); })})
+    for (const std::string& s : {message([&] { return sc::map(a, sc::fn::div_by(0)); }), message([&] { return sc::map(a, sc::fn::div_by(0.5)); }),
+                                 message([&] { return sc::map(a, sc::fn::nondecreasing_in<0>(sc::fn::div_by(0))); })})
       if (s.find("shardcast::map: fn::div_by(c) divides integer elements by c converted to their type, which is 0") != 0)
         f.add(comm.rank(), "map(a, fn::div_by(0 or 0.5)): " + s);
     // Nonzero divisors divide as before.

@@ -1281,10 +1281,10 @@ void run(int nranks, F&& f, options opt = {}) {
     } catch (const std::exception& e) {
       // Record first, then abort: the peers' comm_errors must not come before the cause.
       failure.record_current(failure.is_abandoned(e));
-      world->abort("rank " + std::to_string(r) + " failed: " + e.what());
+      shardcast::detail::abort_failed(*world, r, e.what());
     } catch (...) {
       failure.record_current(false);
-      world->abort("rank " + std::to_string(r) + " failed with a non-standard exception");
+      shardcast::detail::abort_failed(*world, r, nullptr);
     }
   };
   std::vector<std::thread> threads;
@@ -1294,8 +1294,9 @@ void run(int nranks, F&& f, options opt = {}) {
       threads.emplace_back(body, r);
     } catch (const std::exception& e) {
       // The ranks already started wait for this one: release them (comm_error in their
-      // waits), let them end, then say why instead of destroying joinable threads.
-      world->abort("shardcast::host::run: rank " + std::to_string(r) + "'s thread could not be started");
+      // waits), let them end, then say why instead of destroying joinable threads. Nothing
+      // here allocates before the joins (memory may be what ran out).
+      world->abort("shardcast::host::run: a rank's thread could not be started");
       for (auto& t : threads) t.join();
       throw comm_error("shardcast::host::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
                        " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");

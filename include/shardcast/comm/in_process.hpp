@@ -117,7 +117,9 @@ struct in_process_world {
   }
 
   /// Aborts the world (the first reason stays) and wakes the parked waiters of every group.
-  inline void abort(const std::string& why);
+  /// Never throws: without memory for the reason the world aborts with an empty one.
+  inline void abort(const std::string& why) noexcept;
+  inline void abort(const char* why) noexcept;
   std::string why() {
     std::lock_guard lk(m);
     return reason;
@@ -278,12 +280,29 @@ inline void in_process_world::mark_returned(int r) {
   for (in_process_group* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
 }
 
-inline void in_process_world::abort(const std::string& why) {
+inline void in_process_world::abort(const char* why) noexcept {
   std::lock_guard lk(m);
   if (aborted.load()) return;
-  reason = why;
+  try {
+    reason = why;
+  } catch (...) {  // (no memory for the reason: abort all the same)
+    reason.clear();
+  }
   aborted.store(true, std::memory_order_seq_cst);
   for (in_process_group* g : groups) g->bar.wake_parked();  // world mutex, then the group's park mutex
+}
+inline void in_process_world::abort(const std::string& why) noexcept { abort(why.c_str()); }
+
+/// Aborts `w` because rank r failed: "rank r failed: <what>", or "rank r failed with a
+/// non-standard exception" when `what` is null. Never throws (a run calls it in the catch
+/// of a rank's thread, where an exception would end the process): without memory for the
+/// message the reason is a fixed one.
+inline void abort_failed(in_process_world& w, int r, const char* what) noexcept {
+  try {
+    w.abort("rank " + std::to_string(r) + (what ? std::string(" failed: ") + what : std::string(" failed with a non-standard exception")));
+  } catch (...) {
+    w.abort("a rank failed (no memory was left to say which)");
+  }
 }
 
 }  // namespace shardcast::detail

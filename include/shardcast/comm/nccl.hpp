@@ -459,9 +459,13 @@ void run_local(int ndev, F&& f, options o) {
                                                       " are visible; NCCL needs one GPU per rank (use shardcast::p2p::run "
                                                       "for several ranks on one GPU)");
   const auto timeout = detail::timeout_or_default(o.timeout);
-  std::vector<ncclComm_t> comms = detail::init_local(ndev, timeout);
+  // What may throw std::bad_alloc comes before the NCCL communicators exist: from then on
+  // every path aborts or destroys each of them once.
   auto world = std::make_shared<detail::world_flag>();
   const device::any_allocator alloc = o.allocator ? *o.allocator : device::current_allocator();
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(ndev));
+  std::vector<ncclComm_t> comms = detail::init_local(ndev, timeout);
   std::mutex m;
   std::exception_ptr first;
   auto record = [&] {
@@ -469,7 +473,7 @@ void run_local(int ndev, F&& f, options o) {
     if (!first) first = std::current_exception();
   };
   auto body = [&](int i) {
-    // Made before the try, so the catch can abort it before the peers are told.
+    // Made before the second try, so its catch can abort it before the peers are told.
     std::optional<communicator> c;
     try {
       c.emplace(communicator());
@@ -495,8 +499,6 @@ void run_local(int ndev, F&& f, options o) {
       c->s_->abort_comm();
     }
   };
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(ndev));
   for (int i = 0; i < ndev; ++i) {
     try {
       threads.emplace_back(body, i);

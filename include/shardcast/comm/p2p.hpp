@@ -516,10 +516,10 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
     } catch (const std::exception& e) {
       // Record first, then abort: the peers' comm_errors must not come before the cause.
       failure.record_current(failure.is_abandoned(e));
-      world->abort(std::string("rank ") + std::to_string(r) + " failed: " + e.what());
+      shardcast::detail::abort_failed(*world, r, e.what());
     } catch (...) {
       failure.record_current(false);
-      world->abort("rank " + std::to_string(r) + " failed");
+      shardcast::detail::abort_failed(*world, r, nullptr);
     }
   };
   std::vector<std::thread> threads;
@@ -528,8 +528,9 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
     try {
       threads.emplace_back(body, r);
     } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
-      // As host::run: release the ranks already started, let them end, then say why.
-      world->abort("shardcast::p2p::run: rank " + std::to_string(r) + "'s thread could not be started");
+      // As host::run: release the ranks already started, let them end, then say why
+      // (nothing allocates before the joins).
+      world->abort("shardcast::p2p::run: a rank's thread could not be started");
       for (auto& t : threads) t.join();
       throw comm_error("shardcast::p2p::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
                        " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");

@@ -143,7 +143,7 @@ auto broadcast_zip_impl(XA& a, XB& b, F f, typename XA::mesh_type::stream_type s
   for (int i = 0; i < R; ++i)
     if (i != D && (ba.off[i] != bb.off[i] || ba.ext[i] != bb.ext[i])) aligned = false;
   SHARDCAST_EXPECTS(aligned, std::string(who) + ": the local pieces of a and b do not line up");
-  if constexpr (std::is_same_v<F, fn::div_fn>) expect_no_zero_divisor(who, "b (the divisor of fn::div)", b);  // as shardcast::div does
+  if constexpr (std::is_same_v<unmarked_t<F>, fn::div_fn>) expect_no_zero_divisor(who, "b (the divisor of fn::div)", b);  // as shardcast::div does
   std::size_t outer = 1, inner = 1;
   for (int i = 0; i < D; ++i) outer *= static_cast<std::size_t>(ba.ext[i]);
   for (int i = D + 1; i < R; ++i) inner *= static_cast<std::size_t>(ba.ext[i]);

@@ -761,7 +761,7 @@ inline std::string rule_message(const char* who, const layout_rule& r, const run
              " but the functor is not linear (f(x1 + x2) != f(x1) + f(x2)); redistribute to replicate (all_reduce) or shard "
              "(reduce_scatter) on that axis first, or pass fn::linear(f) if f is linear";
     case op_rule::partial_not_termwise:
-      if (b.naxes)  // zip: both operands hold that partial
+      if (b.naxes && b[r.axis].is_partial())  // zip: both operands hold that partial (not mul(x, s) with a replicated s)
         return head + "both operands are " + pa + " on " + ax +
                "; two partial<max|min|prod> operands are not combined term by term (max(a1, a2) + max(b1, b2) != max(a1 + b1, a2 + "
                "b2), and the few functors for which it holds, such as fn::max of two partial<max>, are not told apart), so "
@@ -1120,15 +1120,26 @@ inline constexpr bool is_rdiv_v<fn::rdiv_fn<S>> = true;
 /// with a 0 in x's piece, fn::div with a 0 in b's piece (those ranks throw; the scan reads
 /// host memory only, see expect_no_zero_divisor). Not when the caller checked already
 /// (`Checked`: shardcast::div passes its own check).
+/// The functor inside the property marks (fn::linear(g), fn::nondecreasing_in<0>(g), ...).
+template <class G>
+constexpr const auto& unmark(const G& g) {
+  if constexpr (requires { typename G::wrapped_functor; })
+    return unmark(g.f);
+  else
+    return g;
+}
+
 template <class F, bool Checked, class X>
-void expect_functor_divisor(const char* who, const X& x, const F& f) {
+void expect_functor_divisor(const char* who, const X& x, const F& marked_f) {
   using T = std::remove_const_t<typename X::value_type>;
-  if constexpr (std::is_integral_v<T> && is_div_by_v<F>) {
+  const auto& f = unmark(marked_f);  // a mark claims a property; the division is the same
+  using G = std::remove_cvref_t<decltype(f)>;
+  if constexpr (std::is_integral_v<T> && is_div_by_v<G>) {
     if (static_cast<T>(f.c) == T(0))
       throw layout_error(std::string(who) + ": fn::div_by(c) divides integer elements by c converted to their type, which is 0; integer "
                          "division by zero is undefined, so nothing was divided. Pass a c that is nonzero in the element type, or "
                          "convert x to a floating type first");
-  } else if constexpr (is_rdiv_v<F> && !Checked) {
+  } else if constexpr (is_rdiv_v<G> && !Checked) {
     expect_no_zero_divisor(who, "x (the divisor of fn::rdiv)", x);
   }
 }
@@ -1144,9 +1155,9 @@ constexpr bool check_functor() {
                 "mutable cannot: the operators call one f for every element, on every rank, in any order; keep state outside f)");
   if constexpr (std::is_invocable_v<const F&, const T&...>)
     static_assert(element_type<std::remove_cvref_t<std::invoke_result_t<const F&, const T&...>>>,
-                  "shardcast::map/zip/broadcast_zip: f returns a type that is not an element type (float, double, std::int8_t to "
-                  "std::int64_t, std::uint8_t, std::uint32_t, std::uint64_t, and the CUDA half, bfloat16 and fp8 types); a comparison's "
-                  "bool too: return T(a < b), say");
+                  "shardcast::map/zip/broadcast_zip: f returns a type that is not an element type (float, double, std::int8_t, "
+                  "std::uint8_t, std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, and __half, __nv_bfloat16, __nv_fp8_e4m3, "
+                  "__nv_fp8_e5m2 with <shardcast/cuda/dtypes.hpp>); a comparison's bool is not one either: return T(a < b), say");
   return true;
 }
 
@@ -1213,7 +1224,8 @@ auto zip_impl(const char* who, XA& a, XB& b, F f, typename XA::mesh_type::stream
   }
   SHARDCAST_EXPECTS(a.local_box() == b.local_box(), std::string(who) + ": the operands' local pieces do not line up");
   check();
-  if constexpr (std::is_same_v<F, fn::div_fn> && std::is_same_v<Check, no_check>) expect_no_zero_divisor(who, "b (the divisor of fn::div)", b);
+  if constexpr (std::is_same_v<unmarked_t<F>, fn::div_fn> && std::is_same_v<Check, no_check>)
+    expect_no_zero_divisor(who, "b (the divisor of fn::div)", b);
   // Pointers first: b may be a itself (zip(std::move(a), a)), which taking a empties.
   const TA* const ain = a.data();
   const TB* const bin = b.data();

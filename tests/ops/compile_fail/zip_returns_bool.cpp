@@ -1,7 +1,7 @@
 // expect: static assertion failed: shardcast::map/zip/broadcast_zip: f returns a type that is not an element type
 // expect-first-error
-// A comparison's bool is not an element type: the first error says so (before, the call
-// compiled and the dtensor<bool> failed later, in to_global or redistribute).
+// A comparison's bool is not an element type: the first error says so, in the operator's
+// words (before, it came from deep in the output's construction: no dtype_of<bool>).
 #include <shardcast/comm/host.hpp>
 #include <shardcast/ops/elementwise.hpp>
 namespace sc = shardcast;
