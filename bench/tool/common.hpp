@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +118,7 @@ struct options {
   std::string vs;       // "mpi" or empty
   std::string mpi_bin;  // path of shardcast-bench-mpi (--vs mpi)
   bool roofline = true;
+  bool help = false;  // -h/--help was asked for: the usage went to stdout
 };
 
 /// "64K" -> 65536; suffixes K, M, G (powers of 1024), as in nccl-tests.
@@ -170,8 +172,16 @@ inline std::vector<std::size_t> sweep(const options& o) {
   std::vector<std::size_t> v;
   for (std::size_t s = o.min_bytes; s <= o.max_bytes;) {
     v.push_back(s);
-    const std::size_t next = o.increment ? s + o.increment : std::max(s + 1, static_cast<std::size_t>(static_cast<double>(s) * o.factor));
-    if (next <= s || (!o.increment && o.factor <= 1.0)) break;
+    std::size_t next = 0;
+    if (o.increment) {
+      next = s + o.increment;
+    } else {
+      if (o.factor <= 1.0) break;
+      const double scaled = static_cast<double>(s) * o.factor;  // (may pass what a size_t holds: then it passes -e too)
+      if (scaled > static_cast<double>(o.max_bytes)) break;
+      next = std::max(s + 1, static_cast<std::size_t>(scaled));
+    }
+    if (next <= s) break;
     s = next;
   }
   return v;
@@ -302,8 +312,9 @@ inline std::int64_t count_wrong(coll c, reduce_op op, int n, int root, int me, c
   return wrong;
 }
 
-inline void print_usage(const char* prog, bool mpi_tool) {
-  std::fprintf(stderr,
+/// The usage, to `out` (stdout for -h/--help, stderr after bad input).
+inline void print_usage(const char* prog, bool mpi_tool, std::FILE* out = stderr) {
+  std::fprintf(out,
                "usage: %s all_reduce|all_gather|reduce_scatter|all_to_all|broadcast|sendrecv [options]\n"
                "%s"
                "  -b, --minbytes SIZE   smallest size in bytes (K/M/G suffixes), default 32M\n"
@@ -331,6 +342,12 @@ inline void print_usage(const char* prog, bool mpi_tool) {
                "  --vs mpi              alternate each size with the same collective through MPI\n"
                "  --mpi-bin PATH        the shardcast-bench-mpi program used by --vs mpi\n"
                "  --no-roofline         skip the memcpy measurements\n");
+  if (!mpi_tool)
+    std::fprintf(out,
+                 "   or: %s redistribute --from L --to L2 --mesh AxB --extents MxN [options]\n"
+                 "                        time redistribute between two layouts (e.g. --from \"S(0),R\" --to \"R,S(1)\");\n"
+                 "                        '%s redistribute --help' lists its options\n",
+                 prog, prog);
 }
 
 /// The value of option `opt`, converted by `conv(v, &pos)` (std::stoi, std::stod): a value
@@ -361,10 +378,12 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
     return false;
   }
   const std::string first = argv[1];
-  if (first == "-h" || first == "--help") {
-    print_usage(argv[0], mpi_tool);
-    return false;
-  }
+  for (int i = 1; i < argc; ++i)  // -h anywhere: the usage, on stdout
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      print_usage(argv[0], mpi_tool, stdout);
+      o.help = true;
+      return false;
+    }
   if (!parse_coll(first, o.op_kind)) {
     std::fprintf(stderr, "%s: unknown collective '%s' (use all_reduce, all_gather, reduce_scatter, all_to_all, broadcast or sendrecv)\n",
                  argv[0], first.c_str());
@@ -392,7 +411,10 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
       if (a == "-b" || a == "--minbytes") o.min_bytes = size();
       else if (a == "-e" || a == "--maxbytes") o.max_bytes = size();
       else if (a == "-f" || a == "--stepfactor") o.factor = real();
-      else if (a == "-i" || a == "--stepbytes") o.increment = size();
+      else if (a == "-i" || a == "--stepbytes") {
+        o.increment = size();
+        if (o.increment == 0) throw std::invalid_argument("-i must be at least 1 byte (leave it out to step by -f)");
+      }
       else if (a == "-n" || a == "--iters") o.iters = integer();
       else if (a == "-w" || a == "--warmup_iters") o.warmup = integer();
       else if (a == "--warmup-ms") o.warmup_ms = real();
@@ -417,6 +439,7 @@ inline bool parse_args(int argc, char** argv, options& o, bool mpi_tool) {
       else throw std::invalid_argument("unknown option '" + a + "'");
     }
     if (o.min_bytes > o.max_bytes) throw std::invalid_argument("-b is larger than -e");
+    if (!std::isfinite(o.factor)) throw std::invalid_argument("-f must be a finite number");
     if (!o.increment && o.factor <= 1.0 && o.min_bytes != o.max_bytes) throw std::invalid_argument("-f must be greater than 1");
     if (o.iters < 1) throw std::invalid_argument("-n must be at least 1");
     if (o.warmup < 0) throw std::invalid_argument("-w must not be negative");

@@ -296,11 +296,11 @@ int finish(const bn::options& o, int nranks, const std::vector<row>& rows) {
 }
 
 int run_host(const bn::options& o) {
-  print_header(o, o.ranks);
   if (const std::string why = bn::rank_problem(o.op_kind, o.root, o.ranks); !why.empty()) {
     std::fprintf(stderr, "shardcast-bench: %s\n", why.c_str());
     return 2;
   }
+  print_header(o, o.ranks);
   std::vector<row> rows;
   // One run for the whole sweep, as nccl-tests keeps its ranks: the same threads measure
   // every size. After each size rank 0 measures memcpy alone (and runs the MPI baseline)
@@ -394,7 +394,7 @@ int run_device_backend(const bn::options& o) {
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "redistribute") return bn::run_transition(argc, argv);
   bn::options o;
-  if (!bn::parse_args(argc, argv, o, false)) return 2;
+  if (!bn::parse_args(argc, argv, o, false)) return o.help ? 0 : 2;
   try {
     if (o.backend == "host") return run_host(o);
     if (!o.vs.empty()) {

@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &me);
   bn::options o;
   int status = 0;
-  if (!bn::parse_args(argc, argv, o, true)) status = 2;
+  if (!bn::parse_args(argc, argv, o, true)) status = o.help ? 0 : 2;
   else if (const std::string why = bn::rank_problem(o.op_kind, o.root, n); !why.empty()) {
     if (me == 0) std::fprintf(stderr, "shardcast-bench-mpi: %s\n", why.c_str());
     status = 2;

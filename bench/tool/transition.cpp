@@ -31,8 +31,8 @@ namespace shardcast::bench {
 
 namespace {
 
-template <class V>
-bool parse_dims(const std::string& s, std::vector<V>& out) {
+/// "2x2x4" -> {2, 2, 4}; false unless every part is a whole number of at most 18 digits.
+bool parse_dims(const std::string& s, std::vector<long long>& out) {
   out.clear();
   std::size_t i = 0;
   while (i <= s.size()) {
@@ -40,11 +40,26 @@ bool parse_dims(const std::string& s, std::vector<V>& out) {
     if (j == std::string::npos) j = s.size();
     const std::string part = s.substr(i, j - i);
     if (part.empty() || part.find_first_not_of("0123456789") != std::string::npos || part.size() > 18) return false;
-    const long long v = std::stoll(part);
-    out.push_back(static_cast<V>(v));
+    out.push_back(std::stoll(part));
     i = j + 1;
   }
   return !out.empty();
+}
+
+void print_transition_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: shardcast-bench redistribute --from L --to L2 --mesh AxB --extents MxN [options]\n"
+               "  --from L, --to L2     layouts, one placement per mesh axis: R, S(d), P(sum|avg|max|min|prod)\n"
+               "                        e.g. --from \"S(0),R\" --to \"R,S(1)\"\n"
+               "  --mesh AxB            mesh shape, 1 to 3 axes (e.g. 2x2)\n"
+               "  --extents MxN         global extents of the float tensor, 1 to 3 dims\n"
+               "  -n, --iters N         timed redistributes, default 20\n"
+               "  -w, --warmup_iters N  untimed redistributes before them, default 5 (the first call, which also\n"
+               "                        agrees on the conversion across the ranks, is never timed or counted)\n"
+               "  --batches B           time B batches of -n calls, report the median, default 1\n"
+               "  -c, --check 0|1       check one more result against the global tensor, default 1\n"
+               "  --backend B           host (default); mpi (under mpirun), nccl, p2p when built\n"
+               "  --json FILE           also write the row as JSON\n");
 }
 
 /// The host backend: the ranks are threads of this process.
@@ -98,7 +113,13 @@ int run_mpi(const transition_options& o) {
 
 int run_transition(int argc, char** argv) {
   transition_options o;
+  for (int i = 2; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      print_transition_usage(stdout);
+      return 0;
+    }
   try {
+    std::vector<long long> dims;
     for (int i = 2; i < argc; ++i) {
       const std::string a = argv[i];
       auto val = [&]() -> std::string {
@@ -109,11 +130,15 @@ int run_transition(int argc, char** argv) {
       if (a == "--from") o.from = val();
       else if (a == "--to") o.to = val();
       else if (a == "--mesh") {
-        if (!parse_dims(val(), o.mesh)) throw std::invalid_argument("--mesh takes sizes like 2x2");
-        for (int v : o.mesh)
+        if (!parse_dims(val(), dims)) throw std::invalid_argument("--mesh takes sizes like 2x2");
+        o.mesh.clear();
+        for (long long v : dims) {  // (checked before it is narrowed to an int)
           if (v < 1 || v > 1 << 16) throw std::invalid_argument("--mesh: every axis needs 1 to 65536 ranks");
+          o.mesh.push_back(static_cast<int>(v));
+        }
       } else if (a == "--extents") {
-        if (!parse_dims(val(), o.extents)) throw std::invalid_argument("--extents takes sizes like 4096x4096");
+        if (!parse_dims(val(), dims)) throw std::invalid_argument("--extents takes sizes like 4096x4096");
+        o.extents.assign(dims.begin(), dims.end());
       } else if (a == "-n" || a == "--iters") o.iters = integer();
       else if (a == "-w" || a == "--warmup_iters") o.warmup = integer();
       else if (a == "--batches") o.batches = integer();
@@ -135,6 +160,7 @@ int run_transition(int argc, char** argv) {
     if (o.batches < 1) throw std::invalid_argument("--batches must be at least 1");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "shardcast-bench redistribute: %s\n", e.what());
+    print_transition_usage(stderr);
     return 2;
   }
   try {

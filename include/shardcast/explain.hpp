@@ -8,12 +8,24 @@
 /// A collective step over a group of one rank (its axes have size 1) is marked "(one rank: a
 /// local copy)": it calls no collective and is not counted among the collectives.
 
+#include <cstdio>
 #include <string>
 #include <type_traits>
 
 #include "plan.hpp"
 
 namespace shardcast {
+
+namespace detail {
+/// A byte count as text: whole bytes while they fit a long long, else in scientific form
+/// (global extents whose volume passes 2^63 bytes).
+inline std::string bytes_text(double b) {
+  if (b < 9.0e18) return std::to_string(static_cast<long long>(b + 0.5));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6e", b);
+  return buf;
+}
+}  // namespace detail
 
 /// Describes `p`; byte counts assume elements of `element_size` bytes and the mesh
 /// shape and extents the plan was made for (`shape`, `ext`, `rank`). With
@@ -50,9 +62,9 @@ inline std::string explain(const plan& p, const int* shape, const std::int64_t* 
     const double e = detail::step_cost(st, shape, ext, rank);
     total += e;
     s += "  " + std::to_string(i + 1) + ". " + name + " over axes {" + axes + "}: " + to_string(st.from) + " -> " + to_string(st.to) +
-         ", " + std::to_string(static_cast<long long>(e * static_cast<double>(element_size) + 0.5)) + " bytes/rank\n";
+         ", " + detail::bytes_text(e * static_cast<double>(element_size)) + " bytes/rank\n";
   }
-  s += "  total: " + std::to_string(static_cast<long long>(total * static_cast<double>(element_size) + 0.5)) + " bytes, the sum over the steps of each step's busiest rank\n";
+  s += "  total: " + detail::bytes_text(total * static_cast<double>(element_size)) + " bytes, the sum over the steps of each step's busiest rank\n";
   return s;
 }
 

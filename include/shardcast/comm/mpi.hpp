@@ -152,11 +152,37 @@ inline MPI_Op wrapping_sum8_op() {
   return op;
 }
 
+/// inout[i] = max (Max) or min of in[i] and inout[i], a NaN in either winning: the host and
+/// p2p backends' reduction (as torch.amax). MPI_MAX and MPI_MIN leave NaN to the
+/// implementation, and OpenMPI 4.1's dropped finite terms too: the min over the terms
+/// {0, NaN, 2} of three ranks gave 2, and which value came out changed with the count and
+/// the rank that held the NaN.
+template <class T, bool Max>
+void nan_max_min(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const T*>(in);
+  auto* b = static_cast<T*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const T x = a[i], y = b[i];
+    b[i] = x != x ? x : y != y ? y : Max ? (x > y ? x : y) : (x < y ? x : y);
+  }
+}
+/// The MPI_Op of nan_max_min<T, Max>, made on first use (after MPI_Init) and kept for the process.
+template <class T, bool Max>
+MPI_Op nan_max_min_op() {
+  static const MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check(MPI_Op_create(&nan_max_min<T, Max>, 1, &o), "MPI_Op_create(nan_max_min)");
+    return o;
+  }();
+  return op;
+}
+
 /// The MPI_Op of `op` for elements of type T. A sum (and avg, which sums) of 8-bit integers
 /// uses wrapping_sum8: OpenMPI's op/avx component adds MPI_INT8_T and MPI_UINT8_T with
 /// saturation from 16 elements on (on AVX-512 machines; open-mpi/ompi#8045, closed as won't
 /// fix), so 100 + 100 as int8 gave 127 there and -56 below 16 elements and on the other
-/// backends.
+/// backends. max and min of float and double use nan_max_min (a NaN wins, as on the other
+/// in-process backends); of integers, MPI_MAX and MPI_MIN.
 template <class T>
 MPI_Op op_of(reduce_op op) {
   switch (op) {
@@ -165,8 +191,12 @@ MPI_Op op_of(reduce_op op) {
       if constexpr (std::is_integral_v<T> && sizeof(T) == 1) return wrapping_sum8_op();
       else return MPI_SUM;
     case reduce_op::prod: return MPI_PROD;
-    case reduce_op::max: return MPI_MAX;
-    case reduce_op::min: return MPI_MIN;
+    case reduce_op::max:
+      if constexpr (std::is_floating_point_v<T>) return nan_max_min_op<T, true>();
+      else return MPI_MAX;
+    case reduce_op::min:
+      if constexpr (std::is_floating_point_v<T>) return nan_max_min_op<T, false>();
+      else return MPI_MIN;
   }
   return MPI_SUM;
 }
