@@ -1114,12 +1114,6 @@ inline constexpr bool is_rdiv_v = false;
 template <class S>
 inline constexpr bool is_rdiv_v<fn::rdiv_fn<S>> = true;
 
-/// The zero-divisor checks of shardcast::div, for the same division passed as a functor to
-/// map, zip or broadcast_zip (integer division by zero is undefined: on the host it ends the
-/// process): fn::div_by(c) with c 0 in x's integer type (every rank throws alike), fn::rdiv(c)
-/// with a 0 in x's piece, fn::div with a 0 in b's piece (those ranks throw; the scan reads
-/// host memory only, see expect_no_zero_divisor). Not when the caller checked already
-/// (`Checked`: shardcast::div passes its own check).
 /// The functor inside the property marks (fn::linear(g), fn::nondecreasing_in<0>(g), ...).
 template <class G>
 constexpr const auto& unmark(const G& g) {
@@ -1129,6 +1123,12 @@ constexpr const auto& unmark(const G& g) {
     return g;
 }
 
+/// The zero-divisor checks of shardcast::div, for the same division passed as a functor to
+/// map, zip or broadcast_zip (integer division by zero is undefined: on the host it ends the
+/// process): fn::div_by(c) with c 0 in x's integer type (every rank throws alike), fn::rdiv(c)
+/// with a 0 in x's piece, fn::div with a 0 in b's piece (those ranks throw; the scan reads
+/// host memory only, see expect_no_zero_divisor). Not when the caller checked already
+/// (`Checked`: shardcast::div passes its own check).
 template <class F, bool Checked, class X>
 void expect_functor_divisor(const char* who, const X& x, const F& marked_f) {
   using T = std::remove_const_t<typename X::value_type>;
