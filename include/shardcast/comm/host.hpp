@@ -1278,30 +1278,13 @@ void run(int nranks, F&& f, options opt = {}) {
       // or for a message it never sent, stops waiting (see communicator::returned_before).
       // Not when f throws: that aborts the run, which releases every waiter anyway.
       world->mark_returned(r);
-    } catch (const std::exception& e) {
-      // Record first, then abort: the peers' comm_errors must not come before the cause.
-      failure.record_current(failure.is_abandoned(e));
-      shardcast::detail::abort_failed(*world, r, e.what());
     } catch (...) {
-      failure.record_current(false);
-      shardcast::detail::abort_failed(*world, r, nullptr);
+      shardcast::detail::fail_rank(failure, *world, r);
     }
   };
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(nranks - 1));
-  for (int r = 1; r < nranks; ++r) {
-    try {
-      threads.emplace_back(body, r);
-    } catch (const std::exception& e) {
-      // The ranks already started wait for this one: release them (comm_error in their
-      // waits), let them end, then say why instead of destroying joinable threads. Nothing
-      // here allocates before the joins (memory may be what ran out).
-      world->abort("shardcast::host::run: a rank's thread could not be started");
-      for (auto& t : threads) t.join();
-      throw comm_error("shardcast::host::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
-                       " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
-    }
-  }
+  std::vector<std::thread> threads;  // ranks 1.. on new threads, rank 0 on this one
+  shardcast::detail::start_rank_threads(threads, body, 1, nranks, *world, "shardcast::host::run",
+                                        "shardcast::host::run: a rank's thread could not be started");
   body(0);
   for (auto& t : threads) t.join();
   if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);

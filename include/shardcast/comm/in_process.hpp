@@ -305,4 +305,41 @@ inline void abort_failed(in_process_world& w, int r, const char* what) noexcept 
   }
 }
 
+/// The catch block of a rank's thread in an in-process run (call it inside `catch (...)`):
+/// records the exception being handled in `failure`, then aborts `w` for rank r; in that
+/// order, so that the peers' comm_errors never come before the cause. Never throws.
+inline void fail_rank(run_failure& failure, in_process_world& w, int r) noexcept {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    failure.record_current(run_failure::is_abandoned(e));
+    abort_failed(w, r, e.what());
+  } catch (...) {
+    failure.record_current(false);
+    abort_failed(w, r, nullptr);
+  }
+}
+
+/// Starts `body(r)` on a new thread for each rank r in [first, nranks), appended to `threads`.
+/// When a thread cannot be started (std::system_error, or std::bad_alloc for its state), the
+/// ranks already started wait for it: `w` is aborted with `abort_reason` (comm_error in their
+/// waits), they are joined, and then comm_error says which rank `run` could not start, instead
+/// of destroying joinable threads. Nothing allocates before the joins (memory may be what ran
+/// out).
+template <class Body>
+void start_rank_threads(std::vector<std::thread>& threads, Body& body, int first, int nranks, in_process_world& w, const char* run,
+                        const char* abort_reason) {
+  threads.reserve(static_cast<std::size_t>(nranks - first));
+  for (int r = first; r < nranks; ++r) {
+    try {
+      threads.emplace_back(body, r);
+    } catch (const std::exception& e) {
+      w.abort(abort_reason);
+      for (auto& t : threads) t.join();
+      throw comm_error(std::string(run) + ": could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
+                       " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
+    }
+  }
+}
+
 }  // namespace shardcast::detail

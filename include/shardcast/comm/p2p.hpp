@@ -513,29 +513,13 @@ void run(int nranks, const std::vector<int>& devices, F&& f, options o = {}) {
       device::scoped_allocator use(alloc);
       communicator c(group, r, dev);
       f(c);
-    } catch (const std::exception& e) {
-      // Record first, then abort: the peers' comm_errors must not come before the cause.
-      failure.record_current(failure.is_abandoned(e));
-      shardcast::detail::abort_failed(*world, r, e.what());
     } catch (...) {
-      failure.record_current(false);
-      shardcast::detail::abort_failed(*world, r, nullptr);
+      shardcast::detail::fail_rank(failure, *world, r);
     }
   };
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(nranks));
-  for (int r = 0; r < nranks; ++r) {
-    try {
-      threads.emplace_back(body, r);
-    } catch (const std::exception& e) {  // std::system_error, or std::bad_alloc for the thread's state
-      // As host::run: release the ranks already started, let them end, then say why
-      // (nothing allocates before the joins).
-      world->abort("shardcast::p2p::run: a rank's thread could not be started");
-      for (auto& t : threads) t.join();
-      throw comm_error("shardcast::p2p::run: could not start the thread of rank " + std::to_string(r) + " of " + std::to_string(nranks) +
-                       " (" + e.what() + "); run fewer ranks, or raise the process's limit on threads or memory");
-    }
-  }
+  shardcast::detail::start_rank_threads(threads, body, 0, nranks, *world, "shardcast::p2p::run",
+                                        "shardcast::p2p::run: a rank's thread could not be started");
   for (auto& t : threads) t.join();
   if (const std::exception_ptr e = failure.first()) std::rethrow_exception(e);
 }
