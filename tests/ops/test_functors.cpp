@@ -79,6 +79,15 @@ TEST_CASE("functor values: NaN, signed zero, infinities, a narrow type") {
   CHECK(fn::sigmoid(0.0) == 0.5);
   CHECK(std::isnan(fn::sigmoid(nan)));
   CHECK(std::isnan(fn::tanh(nan)));
+  // relu keeps a NaN and its gradient lets dy through there (torch: 0 only where x <= 0)
+  CHECK(std::isnan(fn::relu(nan)));
+  CHECK(fn::relu_grad(nan, 5.0f) == 5.0f);
+  CHECK(fn::relu_grad(0.0f, 5.0f) == 0.0f);
+  CHECK(fn::relu_grad(-0.0f, 5.0f) == 0.0f);
+  CHECK(fn::relu_grad(-inf, 5.0f) == 0.0f);
+  CHECK(fn::relu_grad(inf, 5.0f) == 5.0f);
+  CHECK(fn::relu_grad(-3, 7) == 0);
+  CHECK(fn::relu_grad(2, 7) == 7);
   // narrow types go through float
   CHECK(fn::neg(narrow(1.5f)).v == -1.5f);
   CHECK(fn::abs(narrow(-2.0f)).v == 2.0f);

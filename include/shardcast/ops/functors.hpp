@@ -122,17 +122,19 @@ struct relu_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE constexpr T operator()(T x) const { return (x > T(0) || x != x) ? x : T(0); }
 };
-/// dy * relu'(x), with relu'(0) = 0 (PyTorch's choice).
+/// dy * relu'(x), with relu'(0) = 0 (PyTorch's choice); at a NaN x, dy passes (as
+/// torch's threshold_backward: 0 only where x <= 0), so the forward's NaN is not hidden here.
 struct relu_grad_fn {
   template <class T>
-  SHARDCAST_HOST_DEVICE constexpr T operator()(T x, T dy) const { return x > T(0) ? dy : T(0); }
+  SHARDCAST_HOST_DEVICE constexpr T operator()(T x, T dy) const { return x <= T(0) ? T(0) : dy; }
 };
 
 /// GELU, tanh approximation (PyTorch `gelu(approximate="tanh")`, Megatron-LM's `gelu_impl`):
-/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Floating-point elements only.
 struct gelu_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::gelu: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
     using M = detail::math_t<T>;
     const M v = static_cast<M>(x);
     const M k = M(0.7978845608028654);  // sqrt(2/pi)
@@ -140,10 +142,11 @@ struct gelu_fn {
     return static_cast<T>(M(0.5) * v * (M(1) + tanh(k * (v + M(0.044715) * v * v * v))));
   }
 };
-/// dy * gelu'(x) for the tanh approximation.
+/// dy * gelu'(x) for the tanh approximation. Floating-point elements only.
 struct gelu_grad_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE T operator()(T x, T dy) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::gelu_grad: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
     using M = detail::math_t<T>;
     const M v = static_cast<M>(x);
     const M k = M(0.7978845608028654);
@@ -154,30 +157,33 @@ struct gelu_grad_fn {
   }
 };
 
-/// e^x (computed in double for double, in float otherwise).
+/// e^x (computed in double for double, in float otherwise). Floating-point elements only.
 struct exp_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::exp: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
     using M = detail::math_t<T>;
     using std::exp;
     return static_cast<T>(exp(static_cast<M>(x)));
   }
 };
 
-/// SiLU (swish): x * sigmoid(x).
+/// SiLU (swish): x * sigmoid(x). Floating-point elements only.
 struct silu_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE T operator()(T x) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::silu: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
     using M = detail::math_t<T>;
     const M v = static_cast<M>(x);
     using std::exp;
     return static_cast<T>(v / (M(1) + exp(-v)));
   }
 };
-/// dy * silu'(x) = dy * s (1 + x (1 - s)), s = sigmoid(x).
+/// dy * silu'(x) = dy * s (1 + x (1 - s)), s = sigmoid(x). Floating-point elements only.
 struct silu_grad_fn {
   template <class T>
   SHARDCAST_HOST_DEVICE T operator()(T x, T dy) const {
+    static_assert(detail::real_v<T>, "shardcast::fn::silu_grad: integer elements; convert to a floating type first, e.g. map(x, [](int v) { return float(v); }).");
     using M = detail::math_t<T>;
     const M v = static_cast<M>(x);
     using std::exp;
