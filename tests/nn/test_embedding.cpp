@@ -3,6 +3,7 @@
 // vocabulary and repeated; the per-rank partial lookups are checked shard by shard.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <limits>
 #include <mutex>
 #include <shardcast/comm/host.hpp>
@@ -102,6 +103,36 @@ void embedding_on_meshes() {
 }
 
 }  // namespace
+
+TEST_CASE("nn: embedding backward over integer elements wraps as every integer sum does") {
+  // Three tokens of id 1 add INT_MAX + INT_MAX + INT_MAX into one row: modulo 2^32, with no
+  // signed overflow (the UndefinedBehaviorSanitizer build reports one).
+  using T = std::int32_t;
+  const T big = std::numeric_limits<T>::max();
+  const i64 vocab = 4, hidden = 2;
+  const std::vector<i64> ids{1, 1, 3, 1};
+  const std::vector<T> table{0, 1, 2, 3, 4, 5, 6, 7}, dE{big, 1, big, big, -5, 6, big, big};
+  std::vector<std::uint32_t> want(static_cast<std::size_t>(vocab * hidden), 0);
+  for (std::size_t r = 0; r < ids.size(); ++r)
+    for (std::size_t c = 0; c < 2; ++c) want[static_cast<std::size_t>(ids[r]) * 2 + c] += static_cast<std::uint32_t>(dE[r * 2 + c]);
+  std::vector<T> dTable(want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) dTable[i] = static_cast<T>(want[i]);
+  std::vector<std::string> bad;
+  std::mutex mu;
+  sc::host::run(2, [&](sc::host::communicator& comm) {
+    auto mesh = sc::make_mesh(comm, std::array<int, 2>{1, 2});
+    using emb_t = nn::vocab_parallel_embedding<T, decltype(mesh), nn::tensor_parallel<1, 0>>;
+    emb_t emb(sc::distribute<emb_t::table_layout>(mesh, table, std::array<i64, 2>{vocab, hidden}));
+    auto x = sc::distribute<emb_t::ids_layout>(mesh, ids, std::array<i64, 1>{4});
+    auto dy = sc::distribute<emb_t::output_layout>(mesh, dE, std::array<i64, 2>{4, hidden});
+    if (sc::to_global(emb.backward(x, dy)) != dTable) {
+      std::lock_guard lk(mu);
+      bad.push_back("rank " + std::to_string(comm.rank()) + ": table gradient");
+    }
+  });
+  for (auto& s : bad) FAIL_CHECK(s);
+  CHECK(bad.empty());
+}
 
 TEST_CASE("nn: vocab-parallel embedding, tensor parallel, matches a global lookup and scatter-add") {
   embedding_on_meshes<nn::tensor_parallel>();

@@ -344,6 +344,25 @@ TEST_CASE("nn: mismatched extents throw layout_error") {
     auto h_bad = sc::distribute<row_t::input_layout>(mesh, nn_ref::ints<T>(15, 0), std::array<i64, 2>{5, 3});
     CHECK_THROWS_WITH_AS((void)fc2.forward(h_bad),
                          doctest::Contains("row_parallel_linear::forward: the input has 3 features but the layer needs 4"), sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)fc2.forward_partial(h_bad),
+                         doctest::Contains("row_parallel_linear::forward_partial: the input has 3 features but the layer needs 4"),
+                         sc::layout_error);
+    // weight and bias are public members: a replacement of the wrong size is refused by
+    // forward on every rank alike (checked on the global extents, not on the pieces, which
+    // may line up on some ranks only: a 3-element bias has the piece [0, 2) on rank 0, as
+    // the output's columns, and [2, 3) against [2, 4) on rank 1; a row-parallel layer adds
+    // its bias on TP coordinate 0 only in forward_partial)
+    fc.bias = sc::distribute<col_t::bias_layout>(mesh, nn_ref::ints<T>(3, 0), std::array<i64, 1>{3});
+    CHECK_THROWS_WITH_AS((void)fc.forward(x), doctest::Contains("column_parallel_linear::forward: the bias has 3 elements but the weight is 3x4"),
+                         sc::layout_error);
+    fc.bias = b4;
+    CHECK(sc::to_global(fc.forward(x)).size() == 20);
+    auto h = sc::distribute<row_t::input_layout>(mesh, nn_ref::ints<T>(20, 0), std::array<i64, 2>{5, 4});
+    fc2.bias = sc::distribute<row_t::bias_layout>(mesh, nn_ref::ints<T>(4, 0), std::array<i64, 1>{4});
+    CHECK_THROWS_WITH_AS((void)fc2.forward(h), doctest::Contains("row_parallel_linear::forward: the bias has 4 elements but the weight is 4x3"),
+                         sc::layout_error);
+    CHECK_THROWS_WITH_AS((void)fc2.forward_partial(h),
+                         doctest::Contains("row_parallel_linear::forward_partial: the bias has 4 elements but the weight is 4x3"), sc::layout_error);
   });
 }
 

@@ -111,7 +111,8 @@ class column_parallel_linear {
 
   /// Y = X W + b.
   /// @param x [tokens, in] in `input_layout` (a compile error names it otherwise)
-  /// @throws layout_error if x has other than in_features() columns
+  /// @throws layout_error if x has other than in_features() columns, or `bias` other than
+  ///         out_features() elements (after either member was replaced)
   /// @throws comm_error if a collective fails
   template <class TX, class LX>
     requires detail::elements_of<TX, T>
@@ -119,6 +120,8 @@ class column_parallel_linear {
     static_assert(detail::expect_layout<where::column_parallel_linear_input, input_layout, LX>());
     decltype(auto) xr = shardcast::detail::readable(x);  // (x of const elements: only read, no copy)
     detail::check_cols(xr, in_features(), "shardcast::nn::column_parallel_linear::forward", "the input");
+    // weight and bias are public members: checked again here, by every rank alike (global extents)
+    detail::check_weight_bias(weight, bias, "shardcast::nn::column_parallel_linear::forward");
     const auto xt = redistribute<typename L::tokens>(xr, s);  // sequence parallel: all_gather over TP; else free
     auto y = detail::gemm_op_dtensor<gemm_op::n, gemm_op::n>(xt, weight, gemm_, s);
     static_assert(std::is_same_v<typename decltype(y)::layout_type, output_layout>);
@@ -205,7 +208,7 @@ class row_parallel_linear {
   template <class TX, class LX>
     requires detail::elements_of<TX, T>
   dtensor<T, 2, partial_output_layout, Mesh> forward_partial(const dtensor<TX, 2, LX, Mesh>& x, stream_type s = {}) const {
-    auto y = product(shardcast::detail::readable(x), s);  // (x of const elements: only read, no copy)
+    auto y = product(shardcast::detail::readable(x), s, "shardcast::nn::row_parallel_linear::forward_partial");  // (const x: no copy)
     if (x.mesh().coord(Axes::tp) == 0) detail::add_bias_rows(y, bias, s);
     return y;
   }
@@ -213,12 +216,13 @@ class row_parallel_linear {
   /// Y = X W + b, reduced once over the TP axis (all-reduce; reduce-scatter over tokens with
   /// sequence parallelism), b added after the reduction.
   /// @param x [tokens, in] in `input_layout`
-  /// @throws layout_error if x has other than in_features() columns
+  /// @throws layout_error if x has other than in_features() columns, or `bias` other than
+  ///         out_features() elements (after either member was replaced)
   /// @throws comm_error if a collective fails
   template <class TX, class LX>
     requires detail::elements_of<TX, T>
   dtensor<T, 2, output_layout, Mesh> forward(const dtensor<TX, 2, LX, Mesh>& x, stream_type s = {}) const {
-    auto y = redistribute<output_layout>(product(shardcast::detail::readable(x), s), s);
+    auto y = redistribute<output_layout>(product(shardcast::detail::readable(x), s, "shardcast::nn::row_parallel_linear::forward"), s);
     detail::add_bias_rows(y, bias, s);
     return y;
   }
@@ -253,9 +257,11 @@ class row_parallel_linear {
 
  private:
   template <class LX>
-  dtensor<T, 2, partial_output_layout, Mesh> product(const dtensor<T, 2, LX, Mesh>& x, stream_type s) const {
+  dtensor<T, 2, partial_output_layout, Mesh> product(const dtensor<T, 2, LX, Mesh>& x, stream_type s, const char* who) const {
     static_assert(detail::expect_layout<where::row_parallel_linear_input, input_layout, LX>());
-    detail::check_cols(x, in_features(), "shardcast::nn::row_parallel_linear::forward", "the input");
+    detail::check_cols(x, in_features(), who, "the input");
+    // weight and bias are public members: checked again here, by every rank alike (global extents)
+    detail::check_weight_bias(weight, bias, who);
     auto y = detail::gemm_op_dtensor<gemm_op::n, gemm_op::n>(x, weight, gemm_, s);
     static_assert(std::is_same_v<typename decltype(y)::layout_type, partial_output_layout>);
     return y;

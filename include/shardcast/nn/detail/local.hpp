@@ -71,7 +71,7 @@ struct embedding_exec<host_memory> {
       if (v < 0 || v >= nv) continue;
       T* g = grad + static_cast<std::size_t>(v) * uh;
       const T* d = dy + r * uh;
-      for (std::size_t c = 0; c < uh; ++c) g[c] = static_cast<T>(g[c] + d[c]);
+      for (std::size_t c = 0; c < uh; ++c) g[c] = shardcast::detail::wrapping_add(g[c], d[c]);  // integers wrap, as every sum here
     }
   }
 };
