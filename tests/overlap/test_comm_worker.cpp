@@ -1,9 +1,11 @@
 // detail::comm_worker: order, thread, exception propagation, skipping after a failure,
 // drain and shutdown with queued work. Waits are on the worker's own state (pending(),
-// tickets), never on sleeps, so the outcomes do not depend on scheduling.
+// tickets), never on sleeps, so the outcomes do not depend on scheduling (one test watches
+// pending() for 20 ms: a worker that drops queued tasks shows it then, a correct one never).
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <shardcast/detail/comm_worker.hpp>
 #include <stdexcept>
@@ -18,7 +20,7 @@ namespace {
 struct injected : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-// Spins until nothing is queued behind the running task (what drain()/~comm_worker do).
+// Spins until nothing is queued behind the running task (what ~comm_worker does).
 void wait_until_queue_empty(const comm_worker& w) {
   while (w.pending() != 0) std::this_thread::yield();
 }
@@ -75,25 +77,56 @@ TEST_CASE("comm_worker: a task's exception reaches wait(); later tasks are skipp
   CHECK(ran.load() == 2);
 }
 
-TEST_CASE("comm_worker::drain drops queued tasks and waits for the running one") {
+TEST_CASE("comm_worker::drain runs the queued tasks (peers run theirs) and waits for them") {
+  // The first task blocks until released; drain() starts on another thread while the second
+  // task is queued. A drain that dropped it would empty the queue while the first still
+  // runs: the main thread watches pending() for a while before it releases the first.
   comm_worker w;
-  std::atomic<bool> started{false}, queued{false}, first_done{false}, second_ran{false};
+  std::atomic<bool> started{false}, release{false}, draining{false}, drained{false};
+  std::atomic<int> ran{0};
   w.submit([&] {
     started = true;
-    while (!queued.load()) std::this_thread::yield();
-    wait_until_queue_empty(w);  // returns only once drain() has dropped the second task
-    first_done = true;
+    while (!release.load()) std::this_thread::yield();
+    ++ran;
   });
-  const auto second = w.submit([&] { second_ran = true; });
-  queued = true;
+  const auto second = w.submit([&] { ++ran; });
   while (!started.load()) std::this_thread::yield();  // the first task is running, the second queued
-  w.drain();
-  CHECK(first_done.load());
-  CHECK_FALSE(second_ran.load());
-  w.wait(second);  // dropped: returns at once, no error
-  const auto third = w.submit([&] { second_ran = true; });
+  std::thread d([&] {
+    draining = true;
+    w.drain();
+    drained = true;
+  });
+  while (!draining.load()) std::this_thread::yield();
+  bool dropped = false;
+  for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(20);)
+    dropped = dropped || w.pending() == 0;
+  CHECK_FALSE(dropped);
+  CHECK_FALSE(drained.load());  // still waiting: the first task has not ended
+  release = true;
+  d.join();
+  CHECK(ran.load() == 2);
+  w.wait(second);  // ran: returns at once, no error
+  const auto third = w.submit([&] { ++ran; });
   w.wait(third);
-  CHECK(second_ran.load());
+  CHECK(ran.load() == 3);
+}
+
+TEST_CASE("comm_worker::drain after a failure lets the queued tasks be skipped, not run, then clears the failure") {
+  comm_worker w;
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  w.submit([&] {
+    while (!release.load()) std::this_thread::yield();
+    throw injected("first failed");
+  });
+  const auto second = w.submit([&] { ++ran; });
+  release = true;
+  w.drain();
+  CHECK(ran.load() == 0);
+  w.wait(second);  // its error was forgotten by drain: returns at once
+  const auto third = w.submit([&] { ++ran; });
+  w.wait(third);
+  CHECK(ran.load() == 1);
 }
 
 TEST_CASE("comm_worker: destruction with queued tasks drops them and joins") {

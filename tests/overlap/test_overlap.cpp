@@ -534,6 +534,61 @@ TEST_CASE("after a failed call that every rank saw, the context is reused") {
   CHECK(mismatches.load() == 2);
 }
 
+namespace {
+// host_gemm that throws on every rank at its `at`-th call.
+struct throws_everywhere_gemm {
+  int at;
+  int* calls;
+  template <class T>
+  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c,
+                  std::int64_t ldc) const {
+    if (++*calls == at) throw injected("gemm failed on purpose");
+    sc::host_gemm{}(m, n, k, a, lda, b, ldb, c, ldc);
+  }
+};
+}  // namespace
+
+TEST_CASE("a GEMM that throws on every rank at the same call leaves the context in step for the next call") {
+  // all_gather_matmul queues every piece's gather at once; matmul_reduce_scatter hands each
+  // piece to the worker after its GEMM. The collectives a call queued before its GEMM threw
+  // still run on every rank, so the next call's collectives pair with its peers' (a worker
+  // that dropped them, each rank as far as its worker had got, paired one rank's leftover
+  // gather with a peer's next call: wrong values, or mismatched sizes).
+  const std::int64_t t = 32, h = 4, o = 4;
+  const auto xg = ints<double>(t * h, 0), wg = ints<double>(h * o, 1);
+  const auto ref = ref_gemm(xg, wg, t, h, o);
+  for (int ranks : {2, 4})
+    for (int op = 0; op < 2; ++op) {
+      CAPTURE(ranks);
+      CAPTURE(op);
+      failures f;
+      sc::host::run(
+          ranks,
+          [&](sc::host::communicator& comm) {
+            auto mesh = sc::make_mesh(comm, std::array<int, 1>{ranks});
+            sc::overlap_context ctx(mesh);
+            auto x = sc::distribute<sc::layout<S0>>(mesh, xg, std::array<std::int64_t, 2>{t, h});
+            auto w = sc::distribute<sc::layout<S1>>(mesh, wg, std::array<std::int64_t, 2>{h, o});
+            auto xr = sc::distribute<sc::layout<S1>>(mesh, xg, std::array<std::int64_t, 2>{t, h});
+            auto wr = sc::distribute<sc::layout<S0>>(mesh, wg, std::array<std::int64_t, 2>{h, o});
+            for (int i = 0; i < 10; ++i) {
+              int calls = 0;
+              try {
+                if (op == 0) (void)sc::all_gather_matmul<0>(ctx, x, w, 8, throws_everywhere_gemm{3, &calls});
+                else (void)sc::matmul_reduce_scatter<0>(ctx, xr, wr, 8, throws_everywhere_gemm{3, &calls});
+                f.add("rank " + std::to_string(comm.rank()) + ": the GEMM's exception did not reach the caller");
+              } catch (const injected&) {
+              }
+              const std::vector<double> y = op == 0 ? sc::to_global(sc::all_gather_matmul<0>(ctx, x, w, 8))
+                                                    : sc::to_global(sc::matmul_reduce_scatter<0>(ctx, xr, wr, 8));
+              if (y != ref) f.add("rank " + std::to_string(comm.rank()) + ": wrong result after the failed call, round " + std::to_string(i));
+            }
+          },
+          generous);
+      f.report();
+    }
+}
+
 TEST_CASE("bad arguments throw layout_error on every rank before any communication") {
   failures f;
   std::atomic<int> thrown{0};

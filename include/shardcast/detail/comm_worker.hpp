@@ -8,9 +8,11 @@
 /// drain(): the tasks of one pipeline are collectives that peers run in the same order,
 /// so once one failed on this rank, entering the next could wait on peers that will never
 /// join it. Skipped tasks complete with comm_error naming the first failure. drain()
-/// drops the tasks still queued: they never run, and wait() on their tickets returns at
-/// once without an error (drain is for cleanup, after which nobody should rely on them).
-/// The destructor drops queued tasks, lets the running one finish and joins the thread.
+/// lets every queued task end (run, or skipped after a failure) and then clears the
+/// failure: a call that ends early by an exception of the submitting thread (its GEMM
+/// threw) still enters the collectives it queued, as its peers do, so ranks on which the
+/// same call failed stay in step. The destructor drops queued tasks, lets the running one
+/// finish and joins the thread.
 
 #include <condition_variable>
 #include <cstdint>
@@ -57,7 +59,7 @@ class comm_worker {
   }
 
   /// Blocks until task `t` has ended; rethrows its exception (comm_error if it was skipped
-  /// after an earlier failure). A ticket that drain() dropped returns at once, no error.
+  /// after an earlier failure). A ticket whose error drain() forgot returns at once, no error.
   void wait(ticket t) {
     std::unique_lock lk(m_);
     cv_.wait(lk, [&] { return finished_ >= t; });
@@ -68,15 +70,14 @@ class comm_worker {
     }
   }
 
-  /// Skips every queued task that has not started, waits for the running one, forgets
-  /// unclaimed errors and clears the failure state. Never throws; the worker is then idle
-  /// and ready for new tasks. Call it before buffers the tasks use go away.
+  /// Waits until every task submitted so far has ended (run, or skipped after a failure: a
+  /// task is never dropped, since its peers run theirs), then forgets unclaimed errors and
+  /// clears the failure state. Never throws; the worker is then idle and ready for new
+  /// tasks. Call it before buffers the tasks use go away.
   void drain() noexcept {
     std::unique_lock lk(m_);
-    const ticket last = queue_.empty() ? 0 : queue_.back().first;
-    queue_.clear();
-    cv_.wait(lk, [&] { return !busy_; });
-    if (finished_ < last) finished_ = last;  // a wait() on a dropped ticket returns at once
+    const ticket last = next_ - 1;
+    cv_.wait(lk, [&] { return finished_ >= last; });
     errors_.clear();
     failed_ = false;
     first_error_.clear();
@@ -136,7 +137,7 @@ class comm_worker {
   std::deque<std::pair<ticket, std::function<void()>>> queue_;
   std::map<ticket, std::exception_ptr> errors_;
   ticket next_ = 1;      ///< the next ticket submit() hands out
-  ticket finished_ = 0;  ///< every task up to this ticket has ended (or was dropped)
+  ticket finished_ = 0;  ///< every task up to this ticket has ended
   bool busy_ = false, stop_ = false, failed_ = false;
   std::string first_error_;
   std::thread thread_;  // last: started after every member above is initialised

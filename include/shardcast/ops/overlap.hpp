@@ -306,8 +306,10 @@ struct overlap_access {
   }
 };
 
-/// Skips what is still queued and waits for the running collective when a call ends,
-/// normally or by an exception, so no task outlives the buffers it reads and writes.
+/// Waits for every collective the call queued when it ends, normally or by an exception,
+/// so no task outlives the buffers it reads and writes. After an exception of this thread
+/// (a GEMM threw) the queued collectives still run: the peers run theirs, and ranks on
+/// which the same call failed stay in step for the context's next call (comm_worker::drain).
 struct drain_on_exit {
   comm_worker& w;
   ~drain_on_exit() { w.drain(); }
@@ -417,6 +419,9 @@ dtensor<std::remove_const_t<TX>, 2, all_gather_matmul_result_layout_t<Axis, LX, 
                                                                                                               int chunks, Gemm&& gemm = Gemm{}) {
   using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
   auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));  // by reference (see matmul)
+  static_assert(detail::gemm_plain_v<T, decltype(g)&>,
+                "shardcast::all_gather_matmul: the GEMM functor must be callable as gemm(m, n, k, a, lda, b, ldb, c, ldc), the 9-argument form of "
+                "shardcast/ops/gemm.hpp; the overlapped matmuls do not call the transposed 12-argument form (give the functor both).");
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::all_gather_matmul<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's rows are sharded on.");
   using ops = detail::memory_ops<host_memory>;
@@ -500,6 +505,9 @@ dtensor<std::remove_const_t<TX>, 2, matmul_reduce_scatter_result_layout_t<Axis, 
     overlap_context<Mesh>& ctx, const dtensor<TX, 2, LX, Mesh>& x, const dtensor<TW, 2, LW, Mesh>& w, int chunks, Gemm&& gemm = Gemm{}) {
   using T = std::remove_const_t<TX>;  // (X and W may have const elements: they are only read)
   auto&& g = detail::callable_gemm<T>(std::forward<Gemm>(gemm));  // by reference (see matmul)
+  static_assert(detail::gemm_plain_v<T, decltype(g)&>,
+                "shardcast::matmul_reduce_scatter: the GEMM functor must be callable as gemm(m, n, k, a, lda, b, ldb, c, ldc), the 9-argument form of "
+                "shardcast/ops/gemm.hpp; the overlapped matmuls do not call the transposed 12-argument form (give the functor both).");
   static_assert(Axis >= 0 && Axis < Mesh::naxes,
                 "shardcast::matmul_reduce_scatter<Axis>: Axis is not a mesh axis; pass the index (0-based) of the axis X's columns are sharded on.");
   using ops = detail::memory_ops<host_memory>;
