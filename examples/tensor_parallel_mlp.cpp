@@ -41,10 +41,13 @@ using i64 = std::int64_t;
 
 namespace {
 
-// Agreement between the float distributed run and the double reference: each step's loss
-// within a relative 1e-5, each final weight within 1e-5 * (1 + |reference|) (observed: about
-// 1e-7 for the default sizes; float sums over d_model, d_ff and the tokens in another order),
-// each step's input gradient dL/dx within 1e-5 of its largest element.
+// Agreement between the float distributed run and the double reference (observed: about
+// 1e-7 for the default sizes; float sums over d_model, d_ff and the tokens in another order).
+// The loss is mean(e^2), e = y - target: float rounds y, not e, so e's error scales with
+// |y|, and where the model nearly fits (|e| << |y|) a relative check of the loss fails on
+// rounding alone. Hence each step's RMS error sqrt(loss) within 1e-5 of (sqrt(reference) +
+// rms(y)), and its input gradient dL/dx, which is linear in e, within 1e-5 of its largest
+// element times (1 + rms(y) / sqrt(reference)); each final weight within 1e-5 * (1 + |reference|).
 constexpr double loss_rtol = 1e-5;
 constexpr double weight_tol = 1e-5;
 constexpr double input_grad_rtol = 1e-5;
@@ -273,15 +276,16 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
 
     // MSE over all tokens: every element of y lives on exactly one rank.
     auto dy = sc::empty<typename fc2_t::output_layout, float>(mesh, std::array<i64, 2>{T, D});
-    double local = 0, loss = 0;
+    double local[2] = {0, 0}, sums[2] = {0, 0};  // sum of e^2, sum of y^2
     const double scale = 2.0 / double(T * D);
     for (std::size_t i = 0; i < y.local_size(); ++i) {
       const double e = double(y.data()[i]) - double(target.data()[i]);
-      local += e * e;
+      local[0] += e * e;
+      local[1] += double(y.data()[i]) * double(y.data()[i]);
       dy.data()[i] = static_cast<float>(scale * e);
     }
-    mesh.comm().all_reduce(&local, &loss, 1, sc::reduce_op::sum);
-    loss /= double(T * D);
+    mesh.comm().all_reduce(local, sums, 2, sc::reduce_op::sum);
+    const double loss = sums[0] / double(T * D), rms_y = std::sqrt(sums[1] / double(T * D));
 
     // Backward: all_gather(dy) over TP -> local GEMMs -> reduce_scatter(dx) over TP.
     const auto g2 = fc2.backward(a, dy);
@@ -299,7 +303,7 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
     fc2.bias = b2.gather();
 
     const double want = ref.losses[static_cast<std::size_t>(s - 1)];
-    const bool ok = std::abs(loss - want) <= loss_rtol * std::abs(want);
+    const bool ok = std::abs(std::sqrt(loss) - std::sqrt(want)) <= loss_rtol * (std::sqrt(want) + rms_y);
     mismatches += ok ? 0 : 1;
     // The input gradient (what a layer below would receive), gathered: collective.
     const std::vector<float> dx = sc::to_global(g1.input);
@@ -309,7 +313,8 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
       dx_err = std::max(dx_err, std::abs(double(dx[i]) - dx_want[i]));
       dx_max = std::max(dx_max, std::abs(dx_want[i]));
     }
-    const bool dx_ok = dx.size() == dx_want.size() && dx_err <= input_grad_rtol * dx_max;
+    const double gain = want > 0 ? 1 + rms_y / std::sqrt(want) : 1;  // rounding of y against e (see loss_rtol)
+    const bool dx_ok = dx.size() == dx_want.size() && dx_err <= input_grad_rtol * dx_max * gain;
     mismatches += dx_ok ? 0 : 1;
     if (lead)
       std::printf("  step %d  loss %.7f  reference %.7f  %s   dL/dx max error %.1e of max |dL/dx| %.1e  %s\n", s, loss, want,
@@ -338,8 +343,8 @@ int train(const Mesh& mesh, const config& c, const problem& p, const reference& 
   if (lead)
     std::printf(mismatches ? "tensor_parallel_mlp: %d mismatches with the single-rank reference\n"
                            : "tensor_parallel_mlp: every step's loss and input gradient and the final weights match the single-rank "
-                             "reference (loss within 1e-5 relative, dL/dx within 1e-5 of its largest element, weights within "
-                             "1e-5 * (1 + |w|))\n",
+                             "reference (RMS error within 1e-5 of itself + rms(y), dL/dx within 1e-5 of its largest element "
+                             "times 1 + rms(y) / RMS error, weights within 1e-5 * (1 + |w|))\n",
                 mismatches);
   return mismatches;
 }
