@@ -8,8 +8,8 @@
 // make them [B, heads, S, dh]; the scores Q K^T, the softmax along the keys and P V are
 // per head (batched matmuls, no communication); the output projection Wo, split over its
 // input columns, gives partial sums, and one all-reduce over TP makes y [B, S, H]. The
-// same computation in double on one rank is the reference: y must agree within a relative
-// 1e-5 of its largest element, or the program exits with status 1.
+// same computation in double on one rank is the reference: every element of y must agree
+// within 1e-5 * max(1, the largest |y|), or the program exits with status 1.
 //
 //   tensor_parallel_attention [--mesh DPxTP] [--batch B] [--seq S] [--heads N] [--dhead D]
 // Defaults: mesh 2x2, B 3, S 5, 4 heads of 3. The heads must split evenly over TP (a head
