@@ -400,6 +400,14 @@ inline void expect_piece_fits(const box& b, std::size_t n) {
     throw layout_error("shardcast::make_view: the span has " + std::to_string(n) + " elements but this rank's piece has " +
                        std::to_string(b.volume()) + "; size it with local_box(mesh, ...).volume()");
 }
+/// make_view over a pointer: null only where this rank's piece is empty.
+template <class V>
+V expect_view_memory(V v, const void* local) {
+  if (local == nullptr && v.local_size() != 0)
+    throw layout_error("shardcast::make_view: a null pointer for this rank's piece of " + std::to_string(v.local_size()) +
+                       " elements; pass memory for local_box(mesh, ...).volume() elements (null only where the piece is empty)");
+  return v;
+}
 }  // namespace detail
 
 /// A non-owning dtensor over `local` (this rank's piece, row-major, in the mesh's memory space).
@@ -409,7 +417,7 @@ dtensor<T, static_cast<int>(R), Layout, Mesh> make_view(const Mesh& m, T* local,
   static_assert(check_layout<Layout, Mesh::naxes, static_cast<int>(R)>());
   static_assert(detail::check_element_type<std::remove_const_t<T>>());
   detail::checked_volume(extents, "shardcast::make_view");
-  return dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, nullptr, local);
+  return detail::expect_view_memory(dtensor<T, static_cast<int>(R), Layout, Mesh>(m, extents, nullptr, local), local);
 }
 
 /// make_view over a span: as above, and the span must hold this rank's piece.
@@ -452,7 +460,7 @@ dtensor<T, static_cast<int>(R), dynamic_layout, Mesh> make_view(const Mesh& m, c
                                                                 const std::array<std::int64_t, R>& extents) {
   static_assert(detail::check_element_type<std::remove_const_t<T>>());
   detail::check_new_tensor<static_cast<int>(R)>(Mesh::naxes, l, extents, "shardcast::make_view");
-  return dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, nullptr, local, l);
+  return detail::expect_view_memory(dtensor<T, static_cast<int>(R), dynamic_layout, Mesh>(m, extents, nullptr, local, l), local);
 }
 
 /// Dynamic-layout make_view over a span (see above).

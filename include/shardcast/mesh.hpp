@@ -156,11 +156,17 @@ class mesh_interface {
   /// The communicator of the whole mesh.
   Comm& comm() const { return st().comm; }
   /// The sub-communicator of one axis (ranks that differ only in that coordinate).
+  /// `axis` must be in [0, N), unchecked, as for size(axis) and coord(axis): hand-written
+  /// collectives call it on their fast path.
   Comm& axis_comm(int axis) const { return *st().axis[static_cast<std::size_t>(axis)]; }
   /// The flattened sub-communicator over the axes in `mask` (bit a = axis a), ranks
   /// ordered row-major over those axes. Collective the first time a mask is used.
+  /// @throws layout_error if `mask` names no axis, or a bit at or above N
   Comm& group_comm(unsigned mask) const {
     const unsigned all = (1u << N) - 1u;
+    if (mask == 0u || (mask & ~all) != 0u)
+      throw layout_error("shardcast::mesh::group_comm: mask " + std::to_string(mask) + " on a " + std::to_string(N) +
+                         "-axis mesh; set bit a for each axis a of the group, at least one, all below bit " + std::to_string(N));
     if (mask == all) return st().comm;
     if ((mask & (mask - 1u)) == 0u) return axis_comm(__builtin_ctz(mask));
     auto& groups = st().groups;

@@ -279,6 +279,8 @@ Y copy_of_read_only(const dtensor<const T, R, L, Mesh>& x, const runtime_layout&
 template <class T, int R, class LX, class LY, class Mesh>
 [[gnu::cold, gnu::noinline]] void throw_into_error(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY, Mesh>& y) {
   const std::string who = "shardcast::redistribute_into: ";
+  require_mesh(x.mesh(), "shardcast::redistribute_into: the input");  // (before comparing meshes: an empty one has none)
+  require_mesh(y.mesh(), "shardcast::redistribute_into: the output");
   SHARDCAST_EXPECTS(x.mesh() == y.mesh(), who + "the output lives on another mesh; create it on the input's mesh");
   SHARDCAST_EXPECTS(x.global_extents() == y.global_extents(),
                     who + "the output's global extents differ from the input's; give it the input's global extents");
@@ -294,7 +296,7 @@ inline void check_into(const dtensor<T, R, LX, Mesh>& x, const dtensor<T, R, LY,
   const T *px = x.data(), *py = y.data();
   bool same_extents = true;  // (std::array's == calls memcmp here)
   for (std::size_t d = 0; d < static_cast<std::size_t>(R); ++d) same_extents &= x.global_extents()[d] == y.global_extents()[d];
-  const bool fits = x.mesh() == y.mesh() && same_extents && (ny == 0 || py != nullptr) &&
+  const bool fits = x.mesh() == y.mesh() && x.mesh().state() != nullptr && same_extents && (ny == 0 || py != nullptr) &&
                     ((same_layout && px == py) || nx == 0 || ny == 0 || py + ny <= px || px + nx <= py);
   if (!fits) [[unlikely]]
     throw_into_error(x, y);

@@ -153,6 +153,23 @@ TEST_CASE("mesh_ref: handles of one mesh compare equal, of another mesh not") {
   CHECK(owning_same);
 }
 
+TEST_CASE("mesh: group_comm refuses a mask of no axis or of axes outside the mesh (layout_error, not a read out of bounds)") {
+  sc::host::run(4, [&](sc::host::communicator& c) {
+    auto m = sc::make_mesh(c, std::array<int, 2>{2, 2});
+    const auto r = m.ref();
+    CHECK_THROWS_AS((void)r.group_comm(0u), sc::layout_error);
+    for (unsigned mask : {0u, 4u, 5u, 0x80000000u}) {
+      const std::string want = "group_comm: mask " + std::to_string(mask) + " on a 2-axis mesh";
+      CHECK_THROWS_WITH_AS((void)m.group_comm(mask), doctest::Contains(want.c_str()), sc::layout_error);
+    }
+    // The masks that name axes: one axis is its communicator, both the mesh's, in order.
+    CHECK(&m.group_comm(1u) == &m.axis_comm(0));
+    CHECK(&m.group_comm(2u) == &m.axis_comm(1));
+    CHECK(&m.group_comm(3u) == &m.comm());
+    CHECK(m.group_comm(2u).size() == 2);
+  });
+}
+
 TEST_CASE("a mesh lives while any of its handles or tensors does; handles are copied and dropped on several threads at once") {
   using S0R = sc::layout<sc::shard<0>, sc::replicate>;
   using RR = sc::layout<sc::replicate, sc::replicate>;

@@ -177,7 +177,27 @@ TEST_CASE("redistribute_into rejects an output that does not fit the input") {
     expect([&] { sc::redistribute_into(x, sc::empty<To, float>(m, std::array<std::int64_t, 2>{6, 5})); }, "global extents", "extents");
     // x's piece is 3x4 = 12 floats, the output's 6x2: a view over x's own memory overlaps it.
     expect([&] { sc::redistribute_into(x, sc::make_view<To>(m, x.data(), e)); }, "overlaps", "aliasing output");
-    expect([&] { sc::redistribute_into(x, sc::make_view<To>(m, static_cast<float*>(nullptr), e)); }, "no memory", "null output");
+    // (make_view refuses a null pointer for a piece that is not empty: the constructor does not)
+    using Y = sc::dtensor<float, 2, To, decltype(m)>;
+    expect([&] { sc::redistribute_into(x, Y(m, e, nullptr, nullptr)); }, "no memory", "null output");
+    expect([&] { (void)sc::make_view<To>(m, static_cast<float*>(nullptr), e); }, "a null pointer for this rank's piece of 12 elements",
+           "make_view over null");
+    expect([&] { (void)sc::make_view(m, sc::runtime_layout::parse("R,S(1)"), static_cast<float*>(nullptr), e); },
+           "a null pointer for this rank's piece of 12 elements", "dynamic make_view over null");
+    // A null pointer where the piece is empty is fine: 1 row over 2 ranks leaves one empty.
+    const std::array<std::int64_t, 2> one_row{1, 4};
+    if (sc::local_box<sc::layout<sc::shard<0>, sc::replicate>>(m, one_row).volume() == 0)
+      CHECK(sc::make_view<sc::layout<sc::shard<0>, sc::replicate>>(m, static_cast<float*>(nullptr), one_row).local_size() == 0);
+    // Empty tensors (default-constructed, or given up to an earlier call) on either side:
+    // the message says which side has no mesh, also where the two layouts are the same.
+    sc::dtensor<float, 2, From, decltype(m)> no_x;
+    Y no_y;
+    auto y_ok = sc::empty<To, float>(m, e);
+    expect([&] { sc::redistribute_into(no_x, y_ok); }, "redistribute_into: the input: the tensor or mesh has no mesh state", "empty input");
+    expect([&] { sc::redistribute_into(x, no_y); }, "redistribute_into: the output: the tensor or mesh has no mesh state", "empty output");
+    expect([&] { sc::redistribute_into(no_x, sc::dtensor<float, 2, From, decltype(m)>{}); }, "the input: the tensor or mesh has no mesh state",
+           "both empty, same layout");
+    expect([&] { sc::redistribute_into(no_y, Y{}); }, "the input: the tensor or mesh has no mesh state", "both empty, same layout (To)");
     using D = sc::dtensor<float, 2, sc::dynamic_layout, decltype(m)>;
     const D dx(m, e, x.owner(), x.data(), x.layout());
     const D dy(m, e, nullptr, x.data() + 2, sc::runtime_layout::parse("R,S(1)"));
