@@ -357,15 +357,16 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
   // A shared batch dim has one extent in both, or 1 in one of them: that operand's one
   // matrix along it is stretched over the other's extent, as in torch.matmul.
   const auto stretched = [&](int c) { return ea[dims.a_dim(c)] != eb[dims.b_dim(c)]; };
-  // Whether op(A) (op(B)) has C's dim c as a dim of its own: it has the dim and is not the
-  // operand of extent 1 along a stretched batch dim (which reads its one index for all of C's).
-  const auto a_has = [&](int c) {
+  // op(A)'s (op(B)'s) dim that is C's dim c as a dim of its own, or -1: -1 where the operand
+  // lacks the dim, or is the one of extent 1 along a stretched batch dim (it reads its one
+  // index for all of C's).
+  const auto a_own = [&](int c) {
     const int da = dims.a_dim(c);
-    return da >= 0 && !(c >= shared_from && c < RC - 2 && stretched(c) && ea[da] == 1);
+    return da >= 0 && !(c >= shared_from && c < RC - 2 && stretched(c) && ea[da] == 1) ? da : -1;
   };
-  const auto b_has = [&](int c) {
+  const auto b_own = [&](int c) {
     const int db = dims.b_dim(c);
-    return db >= 0 && !(c >= shared_from && c < RC - 2 && stretched(c) && eb[db] == 1);
+    return db >= 0 && !(c >= shared_from && c < RC - 2 && stretched(c) && eb[db] == 1) ? db : -1;
   };
   bool fits = ea[kd] == eb[RB - 2];
   for (int c = shared_from; c < RC - 2; ++c) fits = fits && (!stretched(c) || ea[dims.a_dim(c)] == 1 || eb[dims.b_dim(c)] == 1);
@@ -406,7 +407,10 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     }
   }
   std::array<std::int64_t, static_cast<std::size_t>(RC)> ec{};
-  for (int c = 0; c < RC - 1; ++c) ec[c] = a_has(c) ? ea[dims.a_dim(c)] : eb[dims.b_dim(c)];
+  for (int c = 0; c < RC - 1; ++c) {
+    const int da = a_own(c), db = dims.b_dim(c);  // (C's dims before n are A's or B's: one of them is >= 0)
+    ec[c] = da >= 0 ? ea[da] : db >= 0 ? eb[db] : 0;
+  }
   ec[RC - 1] = eb[RB - 1];
   auto c = detail::make_output<T, RC, LC>(a.mesh(), ec, lc, s);
   const box ba = detail::operand_box(a.local_box(), OpA), bb = detail::operand_box(b.local_box(), OpB);
@@ -415,8 +419,9 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
   // split over the same axes), so the boxes line up; checked for safety.
   bool lined_up = ba.off[kd] == bb.off[RB - 2] && ba.ext[kd] == bb.ext[RB - 2];
   for (int d = 0; d < RC; ++d) {  // (a stretched operand holds its whole extent 1)
-    if (a_has(d)) lined_up = lined_up && ba.off[dims.a_dim(d)] == bc.off[d] && ba.ext[dims.a_dim(d)] == bc.ext[d];
-    if (b_has(d)) lined_up = lined_up && bb.off[dims.b_dim(d)] == bc.off[d] && bb.ext[dims.b_dim(d)] == bc.ext[d];
+    const int da = a_own(d), db = b_own(d);
+    if (da >= 0) lined_up = lined_up && ba.off[da] == bc.off[d] && ba.ext[da] == bc.ext[d];
+    if (db >= 0) lined_up = lined_up && bb.off[db] == bc.off[d] && bb.ext[db] == bc.ext[d];
   }
   SHARDCAST_EXPECTS(lined_up, "shardcast::matmul: local pieces of A and B do not line up (meshes differ?)");
   if (c.local_size() == 0) return c;
@@ -446,8 +451,9 @@ dtensor<std::remove_const_t<TA>, std::max(RA, RB), matmul_result_layout_t<LA, LB
     for (int d = RC - 3; d >= 0; --d) {
       ext[d] = bc.ext[d];
       batches *= ext[d];
-      if (a_has(d)) step_a[d] = na, na *= ba.ext[dims.a_dim(d)];
-      if (b_has(d)) step_b[d] = nb, nb *= bb.ext[dims.b_dim(d)];
+      const int da = a_own(d), db = b_own(d);
+      if (da >= 0) step_a[d] = na, na *= ba.ext[da];
+      if (db >= 0) step_b[d] = nb, nb *= bb.ext[db];
     }
     const std::int64_t m = bc.ext[RC - 2], per_a = m * k, per_b = k * n, per_c = m * n;
     // The matrices of A and B that C's batch element i (row-major over C's local batch
