@@ -534,20 +534,6 @@ TEST_CASE("after a failed call that every rank saw, the context is reused") {
   CHECK(mismatches.load() == 2);
 }
 
-namespace {
-// host_gemm that throws on every rank at its `at`-th call.
-struct throws_everywhere_gemm {
-  int at;
-  int* calls;
-  template <class T>
-  void operator()(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T* c,
-                  std::int64_t ldc) const {
-    if (++*calls == at) throw injected("gemm failed on purpose");
-    sc::host_gemm{}(m, n, k, a, lda, b, ldb, c, ldc);
-  }
-};
-}  // namespace
-
 TEST_CASE("a GEMM that throws on every rank at the same call leaves the context in step for the next call") {
   // all_gather_matmul queues every piece's gather at once; matmul_reduce_scatter hands each
   // piece to the worker after its GEMM. The collectives a call queued before its GEMM threw
@@ -573,9 +559,10 @@ TEST_CASE("a GEMM that throws on every rank at the same call leaves the context 
             auto wr = sc::distribute<sc::layout<S0>>(mesh, wg, std::array<std::int64_t, 2>{h, o});
             for (int i = 0; i < 10; ++i) {
               int calls = 0;
+              const faulty_gemm everywhere{comm.rank(), comm.rank(), 3, &calls};  // every rank is the failing one
               try {
-                if (op == 0) (void)sc::all_gather_matmul<0>(ctx, x, w, 8, throws_everywhere_gemm{3, &calls});
-                else (void)sc::matmul_reduce_scatter<0>(ctx, xr, wr, 8, throws_everywhere_gemm{3, &calls});
+                if (op == 0) (void)sc::all_gather_matmul<0>(ctx, x, w, 8, everywhere);
+                else (void)sc::matmul_reduce_scatter<0>(ctx, xr, wr, 8, everywhere);
                 f.add("rank " + std::to_string(comm.rank()) + ": the GEMM's exception did not reach the caller");
               } catch (const injected&) {
               }
